@@ -1,0 +1,18 @@
+"""hpcgnn: MPI-native distributed graph neural network training.
+
+Importing hpcgnn initialises MPI (through mpi4py, at thread level ``serialized``)
+and installs the failure hook: an uncaught exception on any rank prints one line
+naming the rank, its role and node, and aborts the whole job.
+"""
+from .comm import failure as _failure
+
+_failure.install()
+
+from .comm.context import Context, initialize  # noqa: E402
+from .comm.layout import Layout  # noqa: E402
+from .errors import HpcgnnError, InputError, LayoutError, PartitionError  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = ["initialize", "Context", "Layout", "HpcgnnError", "InputError", "LayoutError",
+           "PartitionError", "__version__"]

@@ -1,0 +1,73 @@
+"""Agreed errors: every rank checks, the failure is agreed, all ranks raise it.
+
+The pattern (as in Heat): each rank records whether it failed, the flag is reduced
+with ``MAX``, the lowest failing rank broadcasts its exception, and every rank raises
+that same exception.  Nobody is left in a collective that the failing rank never
+enters.
+"""
+from contextlib import contextmanager
+import pickle
+
+from ..errors import HpcgnnError
+
+
+def _rebuild(exc: BaseException, rank: int) -> BaseException:
+    msg = str(exc)
+    tag = f"[rank {rank}]"
+    if tag in msg:
+        return exc
+    try:
+        new = type(exc)(f"{msg} {tag}")
+    except Exception:
+        return exc
+    new.origin_rank = rank
+    return new
+
+
+def raise_if_any(comm, exc: BaseException | None) -> None:
+    """Collective over ``comm``: raise on every rank the error of the lowest failing rank.
+
+    ``exc`` is this rank's exception or ``None``.  Returns normally when no rank failed.
+    """
+    rank = comm.Get_rank()
+    from .mpi import MPI
+
+    first = comm.allreduce(rank if exc is not None else comm.Get_size(), op=MPI.MIN)
+    if first == comm.Get_size():
+        return
+    payload = None
+    if rank == first:
+        try:
+            payload = pickle.dumps(exc)
+        except Exception:
+            payload = pickle.dumps(HpcgnnError(f"{type(exc).__name__}: {exc}"))
+    payload = comm.bcast(payload, root=first)
+    err = pickle.loads(payload)
+    if rank == first and exc is not None:
+        raise _rebuild(exc, first) from exc
+    raise _rebuild(err, first)
+
+
+@contextmanager
+def agreed(comm):
+    """Run a block on every rank of ``comm``; if it raises on any rank, it raises on all.
+
+    Collective: every rank of ``comm`` must enter the block.  Use it around input
+    validation that precedes collective calls::
+
+        with agreed(comm):
+            check_my_slice(...)
+    """
+    err = None
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - re-raised on every rank below
+        err = e
+    raise_if_any(comm, err)
+
+
+def agree_all(comm, ok: bool) -> bool:
+    """Collective: True when ``ok`` holds on every rank."""
+    from .mpi import MPI
+
+    return bool(comm.allreduce(1 if ok else 0, op=MPI.MIN))

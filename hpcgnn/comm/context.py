@@ -1,0 +1,196 @@
+"""``initialize()``: split one MPI launch into nodes and roles.
+
+Returns a :class:`Context` (no module-level state) holding the world, node, role
+and trainer communicators.  ``Context.finalize()`` frees, collectively and in
+reverse order, the windows registered with :meth:`Context.track` and then the
+communicators it created.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+from ..errors import LayoutError
+from . import failure
+from .agree import raise_if_any
+from .layout import ROLES, Layout, describe_plan, plan_roles
+from .mpi import MPI
+
+
+class Context:
+    """What a rank knows about the launch after :func:`initialize`.
+
+    Attributes: ``world``, ``node_comm`` (ranks of this node), ``role_comm`` (all
+    ranks of this rank's role), ``node_role_comm`` (ranks of this role on this node),
+    ``trainer_comm`` (``None`` unless a trainer), ``role``, ``node_id``,
+    ``num_nodes``, ``local_rank``, ``local_size``, ``rank``, ``size``, ``layout``,
+    ``plan`` (roles by node and local rank).
+    """
+
+    def __init__(self, world, layout, plan, node_id, node_comm, role_comm, node_role_comm, node_of):
+        self.world = world
+        self.layout = layout
+        self.plan = plan
+        self.node_id = node_id
+        self.num_nodes = len(plan)
+        self.node_comm = node_comm
+        self.local_rank = node_comm.Get_rank()
+        self.local_size = node_comm.Get_size()
+        self.rank = world.Get_rank()
+        self.size = world.Get_size()
+        self.role = plan[node_id][self.local_rank]
+        self.role_comm = role_comm
+        self.node_role_comm = node_role_comm
+        self.trainer_comm = role_comm if self.role == "trainer" else None
+        self._node_of = node_of          # world rank -> node id
+        seen: dict[int, int] = {}
+        self._role_of = []               # world rank -> role
+        for r in range(len(node_of)):
+            k = node_of[r]
+            self._role_of.append(plan[k][seen.get(k, 0)])
+            seen[k] = seen.get(k, 0) + 1
+        self._resources: list = []
+        self._comms = [node_role_comm, role_comm, node_comm]
+        self.finalized = False
+
+    # -- who is where -----------------------------------------------------
+    def role_of(self, world_rank: int) -> str:
+        """Role of any world rank (independent, no communication)."""
+        return self._role_of[world_rank]
+
+    def ranks_of(self, role: str, node: int | None = None) -> list[int]:
+        """World ranks holding ``role`` (optionally on one node), ascending."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; roles are {ROLES}")
+        return [r for r in range(self.size)
+                if self.role_of(r) == role and (node is None or self._node_of[r] == node)]
+
+    def node_of(self, world_rank: int) -> int:
+        """Node id of a world rank."""
+        return self._node_of[world_rank]
+
+    @property
+    def is_trainer(self) -> bool:
+        return self.role == "trainer"
+
+    @property
+    def is_server(self) -> bool:
+        return self.role == "server"
+
+    @property
+    def is_sampler(self) -> bool:
+        return self.role == "sampler"
+
+    # -- lifetime ---------------------------------------------------------
+    def track(self, resource):
+        """Register an object with a collective ``free()`` (a window) for finalize."""
+        self._resources.append(resource)
+        return resource
+
+    def finalize(self) -> None:
+        """Collective over the world: free tracked resources, then communicators."""
+        if self.finalized:
+            return
+        self.world.Barrier()
+        while self._resources:
+            self._resources.pop().free()
+        for c in self._comms:
+            if c is not None and c != MPI.COMM_NULL:
+                c.Free()
+        self._comms = []
+        self.node_comm = self.role_comm = self.node_role_comm = self.trainer_comm = None
+        self.finalized = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.finalize()
+        return False
+
+    def __repr__(self):
+        return (f"Context(rank={self.rank}/{self.size}, role={self.role}, node={self.node_id}/"
+                f"{self.num_nodes}, local_rank={self.local_rank}, layout='{self.layout}')")
+
+    def describe(self) -> str:
+        """The role plan, one line per node."""
+        return describe_plan(self.plan)
+
+
+def _ranks_per_node(value) -> int | None:
+    if value is None:
+        value = os.environ.get("HPCGNN_RANKS_PER_NODE") or None
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise LayoutError(f"ranks_per_node / HPCGNN_RANKS_PER_NODE={value!r} is not a positive integer") from None
+    if n < 1:
+        raise LayoutError(f"ranks_per_node / HPCGNN_RANKS_PER_NODE={n} is not a positive integer")
+    return n
+
+
+def node_assignment(world, ranks_per_node=None) -> list[int]:
+    """Collective: node id of every world rank.
+
+    Real nodes come from ``Split_type(COMM_TYPE_SHARED)``; with ``ranks_per_node``
+    (or ``HPCGNN_RANKS_PER_NODE``) consecutive ranks form virtual nodes, which must
+    each lie inside one real node (shared memory is used within a node).
+    """
+    rank, size = world.Get_rank(), world.Get_size()
+    err = None
+    try:
+        rpn = _ranks_per_node(ranks_per_node)
+    except LayoutError as e:
+        err, rpn = e, None
+    raise_if_any(world, err)
+    shared = world.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    leader = shared.allreduce(rank, op=MPI.MIN)
+    shared.Free()
+    leaders = world.allgather(leader)
+    if rpn is None:
+        order = sorted(set(leaders))
+        return [order.index(l) for l in leaders]
+    nodes = [r // rpn for r in range(size)]
+    for v in sorted(set(nodes)):
+        phys = {leaders[r] for r in range(size) if nodes[r] == v}
+        if len(phys) > 1:
+            raise LayoutError(f"ranks_per_node={rpn}: virtual node {v} spans several real nodes; "
+                              "choose a value that divides the ranks per real node")
+    return nodes
+
+
+def initialize(layout: str | Layout | None = None, ranks_per_node: int | None = None, comm=None) -> Context:
+    """Collective over ``comm`` (default ``MPI.COMM_WORLD``): assign nodes and roles.
+
+    ``layout`` is per node (see :mod:`hpcgnn.comm.layout`; default from
+    ``HPCGNN_LAYOUT`` or ``servers=1,samplers=0,trainers=rest``).  A layout that does
+    not fit the ranks raises :class:`~hpcgnn.errors.LayoutError` on every rank with
+    the same message.
+    """
+    world = MPI.COMM_WORLD if comm is None else comm
+    err = None
+    try:
+        lay = Layout.parse(layout if layout is not None else os.environ.get("HPCGNN_LAYOUT"))
+    except LayoutError as e:
+        err, lay = e, None
+    raise_if_any(world, err)
+    node_of = node_assignment(world, ranks_per_node)
+    sizes = [node_of.count(k) for k in range(max(node_of) + 1)]
+    plan = plan_roles(lay, sizes)  # same input everywhere: same result or same error
+    rank = world.Get_rank()
+    node_id = node_of[rank]
+    node_comm = world.Split(node_id, rank)
+    role = plan[node_id][node_comm.Get_rank()]
+    ridx = ROLES.index(role)
+    role_comm = world.Split(ridx, rank)
+    node_role_comm = world.Split(node_id * len(ROLES) + ridx, rank)
+    failure.identity.role = role
+    failure.identity.node = node_id
+    return Context(world, lay, plan, node_id, node_comm, role_comm, node_role_comm, node_of)
+
+
+def hostname() -> str:
+    return socket.gethostname()

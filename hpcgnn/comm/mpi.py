@@ -1,0 +1,42 @@
+"""The one place that imports ``mpi4py.MPI``.
+
+hpcgnn initialises MPI at a thread level below ``MPI_THREAD_MULTIPLE`` by default:
+Open MPI's TCP one-sided component (osc pt2pt) refuses windows under
+``MPI_THREAD_MULTIPLE``.  Each rank keeps its MPI calls on one thread at a time
+(``serialized``).  Override with ``HPCGNN_THREAD_LEVEL`` (single, funneled,
+serialized, multiple) before importing hpcgnn.
+"""
+import os
+import sys
+
+if "mpi4py.MPI" not in sys.modules:
+    import mpi4py
+
+    mpi4py.rc.thread_level = os.environ.get("HPCGNN_THREAD_LEVEL", "serialized")
+
+from mpi4py import MPI  # noqa: E402
+
+THREAD_LEVEL_NAMES = {
+    MPI.THREAD_SINGLE: "single",
+    MPI.THREAD_FUNNELED: "funneled",
+    MPI.THREAD_SERIALIZED: "serialized",
+    MPI.THREAD_MULTIPLE: "multiple",
+}
+
+
+def world():
+    """``MPI.COMM_WORLD`` (for entry points only; library code takes a communicator)."""
+    return MPI.COMM_WORLD
+
+
+def thread_level() -> str:
+    """The thread level MPI actually provides (independent)."""
+    return THREAD_LEVEL_NAMES.get(MPI.Query_thread(), str(MPI.Query_thread()))
+
+
+def library_version() -> str:
+    """First line of the MPI library's version string (independent)."""
+    return MPI.Get_library_version().strip().splitlines()[0]
+
+
+__all__ = ["MPI", "world", "thread_level", "library_version"]

@@ -1,0 +1,18 @@
+"""Exception types.  Every error hpcgnn raises for bad input names the file, the
+field (dataset, key, argument) and, where it matters, the rank."""
+
+
+class HpcgnnError(Exception):
+    """Base class of hpcgnn's errors."""
+
+
+class InputError(HpcgnnError, ValueError):
+    """Bad user input: a file, dataset, argument or configuration key."""
+
+
+class LayoutError(InputError):
+    """A role layout that does not fit the ranks of the launch."""
+
+
+class PartitionError(HpcgnnError):
+    """The partitioner failed or produced something unusable."""

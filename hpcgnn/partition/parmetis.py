@@ -1,0 +1,142 @@
+"""ParMETIS (parallel) and METIS (serial) k-way partitioning.
+
+The compiled binding (``hpcgnn._ext``) calls the C libraries with the GIL released;
+this module checks the input first, on every rank, so that ParMETIS is never
+entered with arrays that would crash it or hang the other ranks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _ext
+from ..comm.agree import agreed
+from ..comm.mpi import MPI
+from ..errors import InputError, PartitionError
+
+IDX_DTYPE = _ext.IDX_DTYPE
+REAL_DTYPE = _ext.REAL_DTYPE
+IDX_T_BYTES = _ext.IDX_T_BYTES
+
+
+def _idx(a, name, rank):
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu":
+        raise InputError(f"part_kway: {name} has dtype {a.dtype}, expected integers (rank {rank})")
+    if a.size and (a.max() > np.iinfo(IDX_DTYPE).max or a.min() < np.iinfo(IDX_DTYPE).min):
+        raise InputError(f"part_kway: {name} holds values beyond ParMETIS' {8 * IDX_T_BYTES}-bit idx_t "
+                         f"(rank {rank}); rebuild ParMETIS with IDXTYPEWIDTH=64")
+    return np.ascontiguousarray(a, dtype=IDX_DTYPE)
+
+
+def _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt):
+    if vtxdist.ndim != 1 or len(vtxdist) != size + 1:
+        raise InputError(f"part_kway: vtxdist has {len(vtxdist)} entries, expected {size + 1} (rank {rank})")
+    if vtxdist[0] != 0 or np.any(np.diff(vtxdist) < 0):
+        raise InputError(f"part_kway: vtxdist must start at 0 and not decrease (rank {rank})")
+    nlocal = int(vtxdist[rank + 1] - vtxdist[rank])
+    nglobal = int(vtxdist[-1])
+    if np.any(np.diff(vtxdist) == 0) and size > 1:
+        raise InputError(f"part_kway: every rank needs at least one vertex (vtxdist={vtxdist.tolist()}); "
+                         "use fewer ranks for this graph (rank {rank})".replace("{rank}", str(rank)))
+    if len(xadj) != nlocal + 1:
+        raise InputError(f"part_kway: xadj has {len(xadj)} entries, expected {nlocal + 1} (rank {rank})")
+    if xadj[0] != 0 or np.any(np.diff(xadj) < 0) or xadj[-1] != len(adjncy):
+        raise InputError(f"part_kway: xadj must start at 0, not decrease and end at len(adjncy)={len(adjncy)} "
+                         f"(rank {rank})")
+    if len(adjncy) and (adjncy.min() < 0 or adjncy.max() >= nglobal):
+        raise InputError(f"part_kway: adjncy holds vertex ids outside [0, {nglobal}) (rank {rank})")
+    rows = np.repeat(np.arange(nlocal, dtype=np.int64) + int(vtxdist[rank]), np.diff(xadj).astype(np.int64))
+    if np.any(rows == adjncy):
+        raise InputError(f"part_kway: the graph has self loops, which ParMETIS does not accept (rank {rank})")
+    if ncon < 1:
+        raise InputError(f"part_kway: ncon={ncon} must be >= 1 (rank {rank})")
+    if vwgt is not None:
+        if len(vwgt) != nlocal * ncon:
+            raise InputError(f"part_kway: vwgt has {len(vwgt)} entries, expected nlocal*ncon={nlocal * ncon} "
+                             f"(rank {rank})")
+        if len(vwgt) and vwgt.min() < 0:
+            raise InputError(f"part_kway: vwgt has negative weights (rank {rank})")
+    elif ncon != 1:
+        raise InputError(f"part_kway: ncon={ncon} needs vwgt with ncon weights per vertex (rank {rank})")
+    if adjwgt is not None and len(adjwgt) != len(adjncy):
+        raise InputError(f"part_kway: adjwgt has {len(adjwgt)} entries, expected {len(adjncy)} (rank {rank})")
+    if not 1 <= nparts <= max(nglobal, 1):
+        raise InputError(f"part_kway: nparts={nparts} must be between 1 and the number of vertices "
+                         f"{nglobal} (rank {rank})")
+
+
+def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *,
+              adjwgt=None, ubvec=None, tpwgts=None, seed: int = 0) -> np.ndarray:
+    """Collective over ``comm``: partition a distributed graph into ``nparts`` parts.
+
+    Rank ``r`` holds vertices ``vtxdist[r]:vtxdist[r+1]`` as a CSR (``xadj`` local
+    offsets, ``adjncy`` global neighbor ids).  The graph must be symmetric and
+    without self loops.  ``vwgt`` holds ``ncon`` weights per vertex (vertex-major),
+    each of which ParMETIS balances within ``ubvec`` (default 1.05).  Returns this
+    rank's part vector (int64, one entry per local vertex).  Bad input raises
+    :class:`~hpcgnn.errors.InputError` on every rank before ParMETIS is called.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    with agreed(comm):
+        vtxdist = _idx(vtxdist, "vtxdist", rank)
+        xadj = _idx(xadj, "xadj", rank)
+        adjncy = _idx(adjncy, "adjncy", rank)
+        vwgt = None if vwgt is None else _idx(np.asarray(vwgt).reshape(-1), "vwgt", rank)
+        adjwgt = None if adjwgt is None else _idx(adjwgt, "adjwgt", rank)
+        ncon, nparts = int(ncon), int(nparts)
+        _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt)
+        ub = np.full(ncon, 1.05) if ubvec is None else np.asarray(ubvec, dtype=np.float64).reshape(-1)
+        if len(ub) != ncon or np.any(ub <= 1.0):
+            raise InputError(f"part_kway: ubvec must hold {ncon} values > 1 (rank {rank})")
+        if tpwgts is None:
+            tp = np.full(ncon * nparts, 1.0 / nparts)
+        else:
+            tp = np.asarray(tpwgts, dtype=np.float64).reshape(-1)
+            if len(tp) != ncon * nparts or np.any(tp < 0):
+                raise InputError(f"part_kway: tpwgts must hold nparts*ncon={ncon * nparts} non-negative "
+                                 f"values (rank {rank})")
+    nlocal = len(xadj) - 1
+    if nparts == 1:
+        return np.zeros(nlocal, dtype=np.int64)
+    if comm.allreduce(len(adjncy), op=MPI.SUM) == 0:
+        # No edges: any balanced split has zero cut; cut vertex ids into equal blocks.
+        gids = np.arange(vtxdist[rank], vtxdist[rank + 1], dtype=np.int64)
+        return (gids * nparts // int(vtxdist[-1])).astype(np.int64)
+    status, _cut, part = _ext.parmetis_part_kway(
+        comm, vtxdist, xadj, adjncy, vwgt, adjwgt, ncon, nparts,
+        np.ascontiguousarray(tp, dtype=REAL_DTYPE), np.ascontiguousarray(ub, dtype=REAL_DTYPE), seed)
+    ok = comm.allreduce(1 if status == 1 else 0, op=MPI.MIN)
+    if not ok:
+        raise PartitionError(f"ParMETIS_V3_PartKway failed (status {status} on rank {rank})")
+    return part.astype(np.int64)
+
+
+def metis_part_kway(xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *, ubvec=None,
+                    seed: int = 0) -> np.ndarray:
+    """Independent: serial METIS k-way partitioning of a whole CSR graph (one process).
+
+    Used as a baseline in benchmarks and tests; honours multi-constraint ``vwgt``.
+    """
+    xadj = _idx(xadj, "xadj", 0)
+    adjncy = _idx(adjncy, "adjncy", 0)
+    vwgt = None if vwgt is None else _idx(np.asarray(vwgt).reshape(-1), "vwgt", 0)
+    ub = None if ubvec is None else np.ascontiguousarray(np.asarray(ubvec).reshape(-1), dtype=REAL_DTYPE)
+    if nparts == 1:
+        return np.zeros(len(xadj) - 1, dtype=np.int64)
+    ok, _cut, part = _ext.metis_part_kway(xadj, adjncy, vwgt, int(ncon), int(nparts), ub, seed)
+    if not ok:
+        raise PartitionError("METIS_PartGraphKway failed")
+    return part.astype(np.int64)
+
+
+def edge_cut(comm, vtxdist, xadj, adjncy, part) -> int:
+    """Collective: number of undirected edges cut by ``part`` (symmetric input).
+
+    Needs the part of every neighbor, so it gathers the part vector; meant for tests
+    and small graphs.
+    """
+    all_parts = np.concatenate(comm.allgather(np.asarray(part, dtype=np.int64)))
+    rank = comm.Get_rank()
+    rows = np.repeat(np.arange(len(xadj) - 1) + int(vtxdist[rank]), np.diff(np.asarray(xadj)))
+    local = int(np.count_nonzero(all_parts[rows] != all_parts[np.asarray(adjncy)]))
+    return comm.allreduce(local, op=MPI.SUM) // 2

@@ -1,0 +1,69 @@
+"""Test-suite plumbing.
+
+* In a multi-rank run (``mpirun -n K python -m pytest --with-mpi``) a failed test
+  aborts the whole job: the other ranks would otherwise wait in a collective that
+  the failing rank never enters.
+* ``mpi_launch`` runs a command under a fresh ``mpirun`` from a single-process test.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _world_size():
+    mod = sys.modules.get("mpi4py.MPI")
+    if mod is None or not mod.Is_initialized():
+        return 1
+    return mod.COMM_WORLD.Get_size()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # Under mpirun only rank 0 writes the junit report (one file, no races).
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
+    if rank != 0 and getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and _world_size() > 1:
+        from mpi4py import MPI
+
+        sys.stderr.write(f"\n[rank {MPI.COMM_WORLD.Get_rank()}] FAILED {item.nodeid} ({rep.when}):\n"
+                         f"{rep.longreprtext}\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
+
+
+def clean_mpi_env(extra=None):
+    """The environment for a child ``mpirun``: no variables of the parent's launch."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPI_LOCAL", "OPAL_"))}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def mpi_launch(n, argv, timeout=120, env=None, mca=()):
+    """Run ``mpirun -n n argv`` and return the CompletedProcess (never raises on rc)."""
+    cmd = ["mpirun", "--oversubscribe", "-n", str(n)]
+    for key, val in mca:
+        cmd += ["--mca", key, val]
+    cmd += list(argv)
+    return subprocess.run(cmd, env=clean_mpi_env(env), capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
+
+
+@pytest.fixture
+def mpirun():
+    return mpi_launch

@@ -1,0 +1,45 @@
+"""A small MPI job for the failure tests: one rank misbehaves, the others wait in a
+collective that the bad rank never enters.  Usage: fail_job.py MODE [RANK]."""
+import os
+import signal
+import sys
+import time
+
+import hpcgnn
+from hpcgnn.comm.mpi import MPI
+
+mode = sys.argv[1]
+bad = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+world = MPI.COMM_WORLD
+rank = world.Get_rank()
+
+if mode == "raise-before-init" and rank == bad:
+    raise RuntimeError("broken before initialize")
+if mode == "raise-before-init":
+    world.Barrier()
+    sys.exit(0)
+
+ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+if rank == bad:
+    if mode == "raise":
+        raise ValueError("trainer exploded")
+    if mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "thread":
+        import threading
+
+        t = threading.Thread(target=lambda: 1 / 0)
+        t.start()
+        t.join()
+        time.sleep(60)
+    if mode == "agreed":
+        from hpcgnn.comm.agree import agreed
+        with agreed(world):
+            raise FileNotFoundError("graph.h5: no such file")
+if mode == "agreed":
+    from hpcgnn.comm.agree import agreed
+    with agreed(world):
+        pass
+world.Barrier()  # the others wait here forever unless the job is aborted
+ctx.finalize()
+print(f"rank {rank} finished", flush=True)

@@ -1,0 +1,102 @@
+"""initialize(): node and role splits, on real ranks with virtual nodes."""
+import pytest
+
+import hpcgnn
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.errors import LayoutError
+
+world = MPI.COMM_WORLD
+
+
+@pytest.mark.mpi(min_size=1)
+def test_default_single_node_layout():
+    size = world.Get_size()
+    if size < 2:
+        with pytest.raises(LayoutError, match="at least one trainer"):
+            hpcgnn.initialize()
+        return
+    with hpcgnn.initialize() as ctx:
+        assert ctx.num_nodes == 1
+        assert ctx.role == ("server" if ctx.rank == 0 else "trainer")
+        assert ctx.ranks_of("server") == [0]
+        assert ctx.ranks_of("trainer") == list(range(1, size))
+        if ctx.is_trainer:
+            assert ctx.trainer_comm.Get_size() == size - 1
+        else:
+            assert ctx.trainer_comm is None
+    assert ctx.finalized
+
+
+@pytest.mark.mpi(min_size=2)
+def test_virtual_nodes_one_rank_each():
+    size = world.Get_size()
+    ctx = hpcgnn.initialize(layout="servers=0,samplers=0,trainers=1", ranks_per_node=1)
+    assert ctx.num_nodes == size and ctx.node_id == world.Get_rank()
+    assert ctx.local_rank == 0 and ctx.local_size == 1
+    assert ctx.role_comm.Get_size() == size
+    # the node communicator really is per node
+    assert ctx.node_comm.allreduce(1) == 1
+    ctx.finalize()
+
+
+@pytest.mark.mpi(min_size=4)
+def test_two_virtual_nodes_three_roles():
+    if world.Get_size() != 4:
+        pytest.skip("needs exactly 4 ranks")
+    ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    assert ctx.num_nodes == 2
+    assert ctx.node_id == world.Get_rank() // 2
+    assert ctx.role == ("server" if world.Get_rank() % 2 == 0 else "trainer")
+    assert ctx.ranks_of("server") == [0, 2] and ctx.ranks_of("trainer", node=1) == [3]
+    assert ctx.node_role_comm.Get_size() == 1
+    if ctx.is_trainer:
+        assert ctx.trainer_comm.allreduce(world.Get_rank()) == 1 + 3
+    ctx.finalize()
+
+
+@pytest.mark.mpi(min_size=4)
+def test_separate_mode():
+    if world.Get_size() != 4:
+        pytest.skip("needs exactly 4 ranks")
+    ctx = hpcgnn.initialize(layout="server_nodes=1,servers=1,samplers=1,trainers=2", ranks_per_node=2)
+    expect = ["server", "sampler", "trainer", "trainer"][world.Get_rank()]
+    assert ctx.role == expect
+    ctx.finalize()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_layout_that_does_not_fit_fails_everywhere_with_same_message():
+    size = world.Get_size()
+    with pytest.raises(LayoutError) as info:
+        hpcgnn.initialize(layout=f"servers=1,samplers=1,trainers={size}")
+    messages = world.allgather(str(info.value))
+    assert len(set(messages)) == 1
+    assert "does not fit" in messages[0]
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bad_ranks_per_node_rejected_on_all_ranks():
+    with pytest.raises(LayoutError, match="HPCGNN_RANKS_PER_NODE"):
+        hpcgnn.initialize(ranks_per_node=0)
+    world.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_finalize_frees_tracked_windows_in_reverse_order():
+    ctx = hpcgnn.initialize(layout="servers=0,samplers=0,trainers=1", ranks_per_node=1)
+    freed = []
+
+    class Res:
+        def __init__(self, name):
+            self.name = name
+            self.win = MPI.Win.Allocate(64, 8, comm=ctx.world)
+
+        def free(self):
+            self.win.Free()  # collective
+            freed.append(self.name)
+
+    ctx.track(Res("a"))
+    ctx.track(Res("b"))
+    ctx.finalize()
+    assert freed == ["b", "a"]
+    ctx.finalize()  # idempotent

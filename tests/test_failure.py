@@ -1,0 +1,57 @@
+"""Any failure on any rank ends the whole job quickly and says where it happened.
+
+Each test launches a fresh 4-rank job (two virtual nodes of server + trainer) in
+which one rank fails while the others wait in a barrier.
+"""
+import os
+import time
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "fail_job.py")
+
+
+def _run(mpirun, *args):
+    import sys
+
+    t0 = time.monotonic()
+    res = mpirun(4, [sys.executable, SCRIPT, *args], timeout=90)
+    return res, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("bad", [1, 2])
+def test_exception_on_one_rank_aborts_everyone(mpirun, bad):
+    res, _ = _run(mpirun, "raise", str(bad))
+    assert res.returncode != 0
+    role = "trainer" if bad % 2 else "server"
+    node = bad // 2
+    line = f"hpcgnn: rank {bad}/4 ({role}, node {node}, host "
+    assert line in res.stderr, res.stderr[-2000:]
+    assert "ValueError: trainer exploded" in res.stderr
+    assert "finished" not in res.stdout
+
+
+def test_exception_before_initialize_aborts(mpirun):
+    res, _ = _run(mpirun, "raise-before-init", "3")
+    assert res.returncode != 0
+    assert "hpcgnn: rank 3/4 (no role, node ?, host" in res.stderr
+    assert "RuntimeError: broken before initialize" in res.stderr
+
+
+def test_exception_in_a_thread_aborts(mpirun):
+    res, _ = _run(mpirun, "thread", "1")
+    assert res.returncode != 0
+    assert "ZeroDivisionError" in res.stderr and "rank 1/4 (trainer, node 0" in res.stderr
+
+
+def test_sigkill_of_one_rank_ends_the_job(mpirun):
+    res, elapsed = _run(mpirun, "kill", "3")
+    assert res.returncode != 0
+    assert "finished" not in res.stdout
+    assert "signal 9" in (res.stderr + res.stdout) or "Killed" in (res.stderr + res.stdout)
+
+
+def test_agreed_error_is_raised_on_every_rank(mpirun):
+    res, _ = _run(mpirun, "agreed", "2")
+    assert res.returncode != 0
+    assert "FileNotFoundError: graph.h5: no such file [rank 2]" in res.stderr

@@ -1,0 +1,127 @@
+"""The ParMETIS binding, on 1-4 ranks: real ParMETIS, checked against what a good
+partition must look like."""
+import numpy as np
+import pytest
+
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.errors import InputError
+from hpcgnn.partition import edge_cut, metis_part_kway, part_kway
+
+world = MPI.COMM_WORLD
+
+
+def _distribute(n, adj_of):
+    """vtxdist and this rank's CSR for a graph given by a neighbor function."""
+    size, rank = world.Get_size(), world.Get_rank()
+    vtxdist = np.array([r * n // size for r in range(size + 1)], dtype=np.int64)
+    xadj, adjncy = [0], []
+    for v in range(vtxdist[rank], vtxdist[rank + 1]):
+        adjncy.extend(adj_of(v))
+        xadj.append(len(adjncy))
+    return vtxdist, np.array(xadj, dtype=np.int64), np.array(adjncy, dtype=np.int64)
+
+
+def _grid(w, h):
+    def adj(v):
+        x, y = v % w, v // w
+        out = []
+        if x > 0: out.append(v - 1)
+        if x < w - 1: out.append(v + 1)
+        if y > 0: out.append(v - w)
+        if y < h - 1: out.append(v + w)
+        return out
+    return adj
+
+
+def _all(part):
+    return np.concatenate(world.allgather(part))
+
+
+@pytest.mark.mpi(min_size=1)
+def test_two_cliques_zero_cut():
+    k = 12  # two disjoint 12-cliques
+    vtxdist, xadj, adjncy = _distribute(2 * k, lambda v: [u for u in range((v // k) * k, (v // k + 1) * k) if u != v])
+    part = part_kway(world, vtxdist, xadj, adjncy, nparts=2, seed=1)
+    assert edge_cut(world, vtxdist, xadj, adjncy, part) == 0
+    allp = _all(part)
+    assert len(set(allp[:k])) == 1 and len(set(allp[k:])) == 1 and allp[0] != allp[-1]
+
+
+@pytest.mark.mpi(min_size=1)
+def test_grid_balanced_cut_near_optimum():
+    w = h = 32
+    vtxdist, xadj, adjncy = _distribute(w * h, _grid(w, h))
+    part = part_kway(world, vtxdist, xadj, adjncy, nparts=4, seed=3)
+    allp = _all(part)
+    counts = np.bincount(allp, minlength=4)
+    assert counts.max() <= 1.05 * (w * h / 4) + 1
+    cut = edge_cut(world, vtxdist, xadj, adjncy, part)
+    # optimum for 4 parts of a 32x32 grid is 64 (two straight cuts); random is ~1500
+    assert 64 <= cut <= 1.5 * 64
+
+
+@pytest.mark.mpi(min_size=1)
+def test_multi_constraint_balances_both_weights():
+    w = h = 40
+    n = w * h
+    vtxdist, xadj, adjncy = _distribute(n, _grid(w, h))
+    rank = world.Get_rank()
+    gids = np.arange(vtxdist[rank], vtxdist[rank + 1])
+    # second weight: only the left quarter of the grid is "train" nodes
+    train = ((gids % w) < w // 4).astype(np.int64)
+    vwgt = np.stack([np.ones_like(train), train], axis=1)
+    part = part_kway(world, vtxdist, xadj, adjncy, vwgt=vwgt, ncon=2, nparts=2, seed=0)
+    allp = _all(part)
+    all_train = _all(train)
+    nodes = np.bincount(allp, minlength=2)
+    trains = np.bincount(allp, weights=all_train, minlength=2)
+    assert nodes.max() <= 1.10 * n / 2  # ubvec 1.05 is a target ParMETIS may overshoot a little
+    assert trains.max() <= 1.10 * all_train.sum() / 2
+    # unconstrained ParMETIS would cut straight down the middle and put all train
+    # nodes in one part: the second constraint really was honoured
+    assert trains.min() > 0.4 * all_train.sum()
+
+
+@pytest.mark.mpi(min_size=1)
+def test_agrees_with_serial_metis_quality():
+    w = h = 48
+    vtxdist, xadj, adjncy = _distribute(w * h, _grid(w, h))
+    part = part_kway(world, vtxdist, xadj, adjncy, nparts=2, seed=0)
+    pcut = edge_cut(world, vtxdist, xadj, adjncy, part)
+    # serial METIS on the whole grid, in every rank (small)
+    adj = _grid(w, h)
+    gx, ga = [0], []
+    for v in range(w * h):
+        ga.extend(adj(v))
+        gx.append(len(ga))
+    mpart = metis_part_kway(np.array(gx), np.array(ga), nparts=2)
+    mcut = int(np.count_nonzero(mpart[np.repeat(np.arange(w * h), np.diff(gx))] != mpart[np.array(ga)])) // 2
+    assert pcut <= 1.3 * mcut + 2
+
+
+@pytest.mark.mpi(min_size=1)
+def test_bad_input_is_rejected_on_every_rank():
+    vtxdist, xadj, adjncy = _distribute(16, lambda v: [(v + 1) % 16, (v - 1) % 16])
+    bad = adjncy.copy()
+    if world.Get_rank() == world.Get_size() - 1 and len(bad):
+        bad[0] = 99  # out of range, on one rank only
+    with pytest.raises(InputError, match=r"outside \[0, 16\)") as info:
+        part_kway(world, vtxdist, xadj, bad, nparts=2)
+    assert f"rank {world.Get_size() - 1}" in str(info.value)
+    with pytest.raises(InputError, match="nparts=17"):
+        part_kway(world, vtxdist, xadj, adjncy, nparts=17)
+    loops = adjncy.copy()
+    if len(loops):
+        loops[0] = vtxdist[world.Get_rank()]
+    with pytest.raises(InputError, match="self loops"):
+        part_kway(world, vtxdist, xadj, loops, nparts=2)
+    with pytest.raises(InputError, match="ncon=2 needs vwgt"):
+        part_kway(world, vtxdist, xadj, adjncy, ncon=2, nparts=2)
+    world.Barrier()
+
+
+def test_idx_width_is_reported():
+    from hpcgnn import _ext
+
+    assert _ext.IDX_T_BYTES in (4, 8)
+    assert np.dtype(_ext.IDX_DTYPE).itemsize == _ext.IDX_T_BYTES
