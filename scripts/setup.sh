@@ -33,7 +33,9 @@ missing_apt() {
   echo "$out"
 }
 
-if command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+# HPCGNN_SETUP_NO_APT=1 skips apt even as root (containers, site-managed machines).
+if [ -z "${HPCGNN_SETUP_NO_APT:-}" ] && command -v apt-get >/dev/null 2>&1 \
+   && command -v dpkg-query >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   need=$(missing_apt)
   if [ -n "$need" ]; then
     say "installing Debian packages:$need"
