@@ -73,10 +73,11 @@ with open(os.path.join(HERE, "hpcgnn", "_buildinfo.py"), "w") as f:
     f.write(f"IDXTYPEWIDTH_HEADER = {width!r}\n")
     f.write(f"LIBRARY_DIRS = {library_dirs!r}\n")
 
+_csrc = os.path.join(HERE, "ext", "src")
 ext = Extension(
     "hpcgnn._ext",
     sources=["ext/_ext.pyx"] + sorted(
-        os.path.join("ext", "src", f) for f in os.listdir(os.path.join(HERE, "ext", "src")) if f.endswith(".c")),
+        os.path.join("ext", "src", f) for f in (os.listdir(_csrc) if os.path.isdir(_csrc) else []) if f.endswith(".c")),
     include_dirs=include_dirs,
     library_dirs=library_dirs,
     runtime_library_dirs=library_dirs,
