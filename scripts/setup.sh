@@ -110,8 +110,8 @@ if ! have 'import torch'; then
   say "installing torch==$TORCH_VERSION"
   pipi "torch==$TORCH_VERSION"
 fi
-have 'import torch_geometric, pytest, pytest_mpi, pytest_timeout, scipy, tqdm, matplotlib' \
-  || pipi torch_geometric scipy tqdm matplotlib pytest pytest-mpi pytest-timeout
+have 'import torch_geometric, pytest, pytest_mpi, pytest_timeout, scipy, tqdm, matplotlib, pyarrow' \
+  || pipi torch_geometric scipy tqdm matplotlib pyarrow pytest pytest-mpi pytest-timeout
 
 # ---------------------------------------------------------------------------
 # 3. hpcgnn itself (compiles ext/).  Rebuilt only when a source is newer than

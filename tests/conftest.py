@@ -67,3 +67,21 @@ def mpi_launch(n, argv, timeout=120, env=None, mca=()):
 @pytest.fixture
 def mpirun():
     return mpi_launch
+
+
+@pytest.fixture
+def shared_tmp():
+    """A temporary directory common to every rank of the run (rank 0 makes it and
+    removes it after the test); pytest's ``tmp_path`` is per rank."""
+    import shutil
+    import tempfile
+
+    from hpcgnn.comm.mpi import MPI
+
+    comm = MPI.COMM_WORLD
+    path = tempfile.mkdtemp(prefix="hpcgnn-test-") if comm.Get_rank() == 0 else None
+    path = comm.bcast(path, root=0)
+    yield path
+    comm.Barrier()
+    if comm.Get_rank() == 0:
+        shutil.rmtree(path, ignore_errors=True)
