@@ -1,0 +1,86 @@
+"""``hpcgnn info CONFIG.json``: what a partitioned graph holds.
+
+Per partition: inner and halo nodes, stored edges, cut edges and every balance
+constraint; then totals and the imbalance (largest part / mean) of each constraint.
+``--json`` prints the same as one JSON object for scripts.  Independent: reads the
+JSON configuration only (and checks that its HDF5 file is there).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import InputError
+from ..partition.config import read_config
+
+
+def add_arguments(p):
+    p.add_argument("config", help="partition configuration <out>/<graph_name>.json")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def summarize(config_path: str) -> dict:
+    """Independent: the numbers ``hpcgnn info`` shows, as a dict."""
+    cfg, base = read_config(config_path)
+    h5 = os.path.join(base, cfg["h5_file"])
+    if not os.path.isfile(h5):
+        raise InputError(f"{config_path}: key 'h5_file' names {h5}, which does not exist")
+    parts = cfg["parts"]
+    names = list(parts[0].get("weights", {}).keys()) if parts else []
+    rows = []
+    for p in parts:
+        rows.append({
+            "part": p["part_id"], "inner_nodes": p["num_inner_nodes"], "halo_nodes": p["num_halo_nodes"],
+            "edges": p["num_edges"], "cut_edges": p["num_cut_edges"],
+            "weights": {k: p["weights"].get(k, 0) for k in names},
+        })
+    balance = {}
+    for k in names + ["edges"]:
+        vals = [r["weights"][k] if k in names else r["edges"] for r in rows]
+        mean = sum(vals) / max(len(vals), 1)
+        balance[k] = round(max(vals) / mean, 4) if mean else 1.0
+    num_edges = cfg["num_edges"]
+    return {
+        "graph_name": cfg["graph_name"], "config": os.path.abspath(config_path), "h5_file": h5,
+        "h5_bytes": os.path.getsize(h5), "num_nodes": cfg["num_nodes"], "num_edges": num_edges,
+        "num_parts": cfg["num_parts"], "part_method": cfg.get("part_method"), "num_ranks": cfg.get("num_ranks"),
+        "edge_dir": cfg.get("edge_dir"), "num_hops": cfg.get("num_hops"),
+        "edge_cut": cfg.get("edge_cut"),
+        "edge_cut_fraction": round(cfg.get("edge_cut", 0) / num_edges, 4) if num_edges else 0.0,
+        "halo_nodes_total": sum(r["halo_nodes"] for r in rows),
+        "node_feats": cfg.get("node_feats", {}), "edge_feats": cfg.get("edge_feats", {}),
+        "constraints": names, "imbalance": balance, "parts": rows,
+    }
+
+
+def _table(s: dict) -> str:
+    names = s["constraints"]
+    head = ["part", "inner", "halo", "edges", "cut"] + [n for n in names if n != "nodes"]
+    lines = [f"{s['graph_name']}: {s['num_nodes']} nodes, {s['num_edges']} edges, {s['num_parts']} parts "
+             f"({s['part_method']}, {s['num_ranks']} rank(s), edge_dir={s['edge_dir']}, num_hops={s['num_hops']})",
+             f"file {s['h5_file']} ({s['h5_bytes'] / 2**20:.1f} MiB); node data: "
+             + (", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in s["node_feats"].items()) or "none")
+             + "; edge data: " + (", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in s["edge_feats"].items())
+                                   or "none"), ""]
+    widths = [max(6, len(h)) for h in head]
+    lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+    for r in s["parts"]:
+        vals = [r["part"], r["inner_nodes"], r["halo_nodes"], r["edges"], r["cut_edges"]] + \
+               [r["weights"][n] for n in names if n != "nodes"]
+        lines.append("  ".join(str(v).rjust(w) for v, w in zip(vals, widths)))
+    lines.append("")
+    lines.append(f"edge cut: {s['edge_cut']} of {s['num_edges']} edges ({100 * s['edge_cut_fraction']:.1f}%); "
+                 f"halo nodes in all: {s['halo_nodes_total']}")
+    lines.append("imbalance (largest part / mean): "
+                 + ", ".join(f"{k} {v:.3f}" for k, v in s["imbalance"].items()))
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from ..comm.mpi import MPI
+
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        return 0
+    s = summarize(args.config)
+    print(json.dumps(s) if args.json else _table(s), flush=True)
+    return 0
