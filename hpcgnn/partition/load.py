@@ -1,0 +1,114 @@
+"""Reading one partition back (independent: one process, plain h5py)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from ..graph.partition_book import RangePartitionBook
+from .config import read_config
+from .writer import checksum_hex, fletcher_partial
+
+
+@dataclass
+class Partition:
+    """One partition's arrays (numpy) and metadata.
+
+    ``indptr``/``indices``: CSR over the inner nodes (rows: owner endpoints, local
+    row ``i`` is global id ``node_start + i``; ``indices``: other endpoints, global new
+    ids); edge ``j`` has global id ``edge_start + j``.  ``node_feats``/``edge_feats``:
+    name -> rows of the inner nodes / stored edges.  ``orig_nid``/``orig_eid``: present
+    with ``return_mapping``.  ``halo_*``: see docs/format.md.
+    """
+
+    part_id: int
+    graph_name: str
+    node_start: int
+    node_end: int
+    edge_start: int
+    edge_end: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    halo_nodes: np.ndarray
+    node_feats: dict = field(default_factory=dict)
+    edge_feats: dict = field(default_factory=dict)
+    node_type: np.ndarray | None = None
+    edge_type: np.ndarray | None = None
+    orig_nid: np.ndarray | None = None
+    orig_eid: np.ndarray | None = None
+    halo_hops: np.ndarray | None = None
+    halo_indptr: np.ndarray | None = None
+    halo_indices: np.ndarray | None = None
+    halo_eid: np.ndarray | None = None
+    edge_dir: str = "in"
+    book: RangePartitionBook | None = None
+    config: dict = field(default_factory=dict)
+
+    @property
+    def num_inner_nodes(self) -> int:
+        return self.node_end - self.node_start
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.indices)
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of the stored edges, as new global ids, in edge-id order."""
+        own = self.node_start + np.repeat(np.arange(self.num_inner_nodes, dtype=np.int64), np.diff(self.indptr))
+        return (self.indices, own) if self.edge_dir == "in" else (own, self.indices)
+
+
+def _h5_path(conf: dict, base: str) -> str:
+    return os.path.join(base, conf["h5_file"])
+
+
+def load_partition_book(config, part_id: int) -> RangePartitionBook:
+    """Independent: the partition book of a partitioned graph, for partition ``part_id``."""
+    conf, _ = read_config(config)
+    return RangePartitionBook(conf, part_id)
+
+
+def load_partition(config, part_id: int, *, verify: bool = False) -> Partition:
+    """Independent: load partition ``part_id`` of the graph described by ``config``
+    (the JSON's path).  ``verify``: recompute this partition's checksums."""
+    import h5py
+
+    conf, base = read_config(config)
+    book = RangePartitionBook(conf, part_id)
+    path = _h5_path(conf, base)
+    g = f"part{part_id}"
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise InputError(f"{path}: cannot open the partition file named by {config} ({e})") from e
+    with f:
+        if g not in f:
+            raise InputError(f"{path}: group '/{g}' missing")
+        grp = f[g]
+        rd = lambda k: grp[k][()] if k in grp else None  # noqa: E731
+        if verify:
+            _verify(conf, f, g, path)
+        a = grp.attrs
+        return Partition(
+            part_id=part_id, graph_name=conf["graph_name"],
+            node_start=int(a["node_start"]), node_end=int(a["node_end"]),
+            edge_start=int(a["edge_start"]), edge_end=int(a["edge_end"]),
+            indptr=rd("csr/indptr"), indices=rd("csr/indices"), halo_nodes=rd("halo_nodes"),
+            node_feats={k: v[()] for k, v in grp["node"].items()} if "node" in grp else {},
+            edge_feats={k: v[()] for k, v in grp["edge"].items()} if "edge" in grp else {},
+            node_type=rd("node_type"), edge_type=rd("edge_type"),
+            orig_nid=rd("orig_nid"), orig_eid=rd("orig_eid"), halo_hops=rd("halo_hops"),
+            halo_indptr=rd("halo_csr/indptr"), halo_indices=rd("halo_csr/indices"),
+            halo_eid=rd("halo_csr/eid"), edge_dir=conf.get("edge_dir", "in"), book=book, config=conf)
+
+
+def _verify(conf: dict, f, group: str, path: str) -> None:
+    sums = conf.get("checksums", {}).get("datasets", {})
+    for name, want in sums.items():
+        if not name.startswith(group + "/"):
+            continue
+        got = checksum_hex(*fletcher_partial(f[name][()], 0))
+        if got != want:
+            raise InputError(f"{path}: dataset '/{name}' checksum {got} differs from the configuration's {want}")

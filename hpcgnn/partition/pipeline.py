@@ -1,0 +1,341 @@
+"""``partition_graph``: a raw graph file in, a partitioned graph (JSON + HDF5) out, in
+one MPI job, with no rank ever holding the whole graph.
+
+Phases (each rank works on its block of nodes and edges):
+
+1. validate the options, the input file and the output directory (agreed);
+2. read this rank's node and edge blocks;
+3. assign partitions: ParMETIS on the symmetric view with one constraint per weight
+   column, or a seeded hash (``random``);
+4. relabel: partition ``p`` owns new ids ``[node_start[p], node_start[p+1])``
+   (:mod:`.relabel`); map edge endpoints to new ids by asking their owners;
+5. move each edge to the rank holding its owner endpoint and build the CSR
+   (:mod:`.edges`), then the halo up to ``num_hops``;
+6. write ``<out>/<name>.h5`` (every rank its slices, :mod:`.writer`), rename it into
+   place, and write ``<out>/<name>.json`` last, atomically (:mod:`.config`).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import time
+
+import numpy as np
+
+from ..comm.agree import agreed
+from ..comm.alltoall import allreduce_sum
+from ..comm.mpi import MPI
+from ..errors import InputError
+from . import config as cfg
+from .balance import rebalance
+from .assign import balance_columns, local_degrees, parmetis_parts, random_parts, symmetric_csr
+from .edges import Halo, LocalEdges
+from .relabel import IdLayout, assign_new_ids, map_ids
+from .source import RawSource, block
+from .writer import CHECKSUM_ALGORITHM, PartFile, remove_quietly
+
+METHODS = {"parmetis": "parmetis", "metis": "parmetis", "random": "random"}
+
+
+def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, rank):
+    if not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
+        raise InputError(f"num_parts: {num_parts!r} must be an integer >= 1 (rank {rank})")
+    if part_method not in METHODS:
+        raise InputError(f"part_method: {part_method!r} is not one of {sorted(set(METHODS))} (rank {rank})")
+    if edge_dir not in ("in", "out"):
+        raise InputError(f"edge_dir: {edge_dir!r} must be 'in' or 'out' (rank {rank})")
+    if not isinstance(num_hops, (int, np.integer)) or num_hops < 1:
+        raise InputError(f"num_hops: {num_hops!r} must be an integer >= 1 (rank {rank})")
+    if isinstance(balance_ntypes, str):
+        raise InputError(f"balance_ntypes: pass a list of dataset names, not the string {balance_ntypes!r} "
+                         f"(rank {rank})")
+
+
+class _Clock:
+    def __init__(self, comm):
+        self.comm, self.t, self.phases = comm, time.perf_counter(), {}
+
+    def lap(self, name):
+        now = time.perf_counter()
+        self.phases[name] = round(self.comm.allreduce(now - self.t, op=MPI.MAX), 4)
+        self.t = time.perf_counter()
+
+
+def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_name: str | None = None,
+                    comm=None, part_method: str = "parmetis", balance_ntypes=(), balance_edges: bool = False,
+                    num_hops: int = 1, edge_dir: str = "in", return_mapping: bool = False, seed: int = 0,
+                    ubvec: float = 1.05, balance_tol: float = 0.03, overwrite: bool = False) -> str:
+    """Collective over ``comm`` (default ``MPI.COMM_WORLD``): partition a raw graph.
+
+    Reads ``input_path`` (docs/format-raw.md), writes ``out_path/<graph_name>.json``
+    and ``out_path/<graph_name>.h5`` (docs/format.md) and returns the JSON's path.
+    Works in one process or under ``mpirun -n R`` for any ``R`` (ParMETIS needs
+    ``R <= num_nodes``).  ``part_method``: ``parmetis`` (``metis`` is an alias) or
+    ``random``.  ``balance_ntypes``: node datasets whose values become extra
+    constraints (a mask: one constraint; an integer type array: one per type).
+    ``balance_edges``: the degree (in-degree for ``edge_dir='in'``) is a constraint.
+    ``return_mapping``: store the original node and edge ids.  ``num_hops``: halo
+    depth.  ``ubvec``: ParMETIS' imbalance goal per constraint; ``balance_tol``: after
+    ParMETIS, 0/1 constraints (masks, types) are brought within this fraction of even
+    by moving the fewest lowest-degree nodes (:mod:`.balance`).  Bad input raises :class:`~hpcgnn.errors.InputError` on every rank and
+    leaves no configuration behind.
+    """
+    comm = MPI.COMM_WORLD if comm is None else comm
+    rank, R = comm.Get_rank(), comm.Get_size()
+    clock = _Clock(comm)
+    balance_ntypes = list(balance_ntypes or ())
+    with agreed(comm):
+        _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, rank)
+    method = METHODS[part_method]
+    num_parts, num_hops = int(num_parts), int(num_hops)
+    src = RawSource(input_path, comm)
+    try:
+        name = graph_name or src.graph_name
+        N = src.num_nodes
+        with agreed(comm):
+            if num_parts > N:
+                raise InputError(f"{input_path}: num_parts={num_parts} is more than the graph's {N} nodes "
+                                 f"(attribute 'num_nodes') (rank {rank})")
+            if method == "parmetis" and R > N:
+                raise InputError(f"{input_path}: ParMETIS needs at least one node per rank, but {R} ranks "
+                                 f"share {N} nodes; run with at most {N} ranks (rank {rank})")
+            for b in balance_ntypes:
+                if b not in src.node_cols:
+                    raise InputError(f"{input_path}: dataset '/nodes/data/{b}' (named in balance_ntypes) "
+                                     f"is missing (rank {rank})")
+            if not name or "/" in name:
+                raise InputError(f"graph_name: {name!r} is not a valid file name (rank {rank})")
+            if rank == 0:
+                cfg.check_output_dir(out_path, name, overwrite, rank)
+        with agreed(comm):
+            if rank == 0:
+                os.makedirs(out_path, exist_ok=True)
+                if overwrite:
+                    remove_quietly(cfg.config_path(out_path, name))
+        vtxdist = np.array([block(N, r, R)[0] for r in range(R)] + [N], dtype=np.int64)
+        lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
+        src_ids, dst_ids = src.read_edges()
+        clock.lap("read_edges")
+
+        # -- weights and assignment ---------------------------------------------------
+        weights = {"nodes": np.ones(hi - lo, dtype=np.int64)}
+        zero_one = []  # 0/1 columns that the rebalancing pass evens out
+        for b in balance_ntypes:
+            with agreed(comm):
+                vals = src.read_node_col(b)
+            cols = balance_columns(comm, b, vals, input_path)
+            for t, c in enumerate(cols):
+                weights[b if len(cols) == 1 else f"{b}={t}"] = c
+                zero_one.append(b if len(cols) == 1 else f"{b}={t}")
+        if "node_type" in src.node_cols and src.ntypes and len(src.ntypes) > 1:
+            with agreed(comm):
+                vals = src.read_node_col("node_type")
+            for t, c in enumerate(balance_columns(comm, "node_type", vals, input_path)):
+                weights[f"ntype={src.ntypes[t] if t < len(src.ntypes) else t}"] = c
+                zero_one.append(list(weights)[-1])
+        if balance_edges:
+            weights["in_degree" if edge_dir == "in" else "out_degree"] = local_degrees(
+                comm, vtxdist, dst_ids if edge_dir == "in" else src_ids)
+        names = list(weights)
+        totals = allreduce_sum(comm, np.array([int(weights[k].sum()) for k in names], dtype=np.int64))
+        constraints = [k for k, t in zip(names, totals) if t > 0]
+        rebalanced = 0
+        clock.lap("weights")
+        if method == "random":
+            parts = random_parts(np.arange(lo, hi, dtype=np.int64), num_parts, seed)
+            clock.lap("assign")
+        else:
+            xadj, adjncy = symmetric_csr(comm, vtxdist, src_ids, dst_ids)
+            clock.lap("symmetrize")
+            parts = parmetis_parts(comm, vtxdist, xadj, adjncy, [weights[k] for k in constraints],
+                                   num_parts, seed, ubvec)
+            degree = np.diff(xadj)
+            del xadj, adjncy
+            for k in zero_one:
+                if k in constraints and num_parts > 1:
+                    rebalanced += rebalance(comm, parts, weights[k], degree, num_parts, balance_tol)
+            if rebalanced:  # even out the node counts again, moving only nodes outside those columns
+                free = np.logical_and.reduce([weights[k] == 0 for k in zero_one])
+                rebalanced += rebalance(comm, parts, weights["nodes"], degree, num_parts,
+                                        max(ubvec - 1.0, balance_tol), movable=free)
+            del degree
+            clock.lap("assign")
+        part_weights = {k: allreduce_sum(comm, np.bincount(parts, weights=weights[k], minlength=num_parts)
+                                         .astype(np.int64)).tolist() for k in names}
+        del weights
+
+        # -- relabel, move edges, halo ------------------------------------------------
+        layout = IdLayout(comm, np.bincount(parts, minlength=num_parts))
+        new_ids, order = assign_new_ids(parts, layout)
+        ne = len(src_ids)
+        new_ends = map_ids(comm, vtxdist, new_ids, np.concatenate([src_ids, dst_ids]))
+        new_src, new_dst = new_ends[:ne], new_ends[ne:]
+        del src_ids, dst_ids, new_ends
+        clock.lap("relabel")
+        elo, ehi = src.edge_block()
+        ecols = {k: src.read_edge_col(k) for k in src.edge_cols}
+        own, other = (new_dst, new_src) if edge_dir == "in" else (new_src, new_dst)
+        del new_src, new_dst
+        edges = LocalEdges(comm, layout, own, other, np.arange(elo, ehi, dtype=np.int64), ecols)
+        del own, other, ecols
+        clock.lap("move_edges")
+        halo = Halo(comm, edges, num_hops)
+        cut = allreduce_sum(comm, edges.cut_counts())
+        clock.lap("halo")
+
+        # -- write ----------------------------------------------------------------------
+        h5_tmp = cfg.partial_h5_path(out_path, name)
+        checksums, nbytes = _write_h5(comm, h5_tmp, src, layout, parts, order, edges, halo,
+                                      return_mapping, lo, hi)
+        clock.lap("write")
+    finally:
+        src.close()
+
+    schema_n = {k: {"dtype": str(c.dtype), "shape": list(c.tail)}
+                for k, c in src.node_cols.items() if k != "node_type"}
+    schema_e = {k: {"dtype": str(c.dtype), "shape": list(c.tail)}
+                for k, c in src.edge_cols.items() if k != "edge_type"}
+    peak = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, op=MPI.MAX)
+    P = num_parts
+    config = {
+        "format": cfg.FORMAT, "version": cfg.VERSION,
+        "graph_name": name, "num_nodes": int(N), "num_edges": int(src.num_edges), "num_parts": P,
+        "h5_file": cfg.h5_name(name),
+        "node_map": {cfg.NTYPE: [[int(layout.start[p]), int(layout.start[p + 1])] for p in range(P)]},
+        "edge_map": {cfg.ETYPE: [[int(edges.edge_layout.start[p]), int(edges.edge_layout.start[p + 1])]
+                                 for p in range(P)]},
+        "ntypes": {cfg.NTYPE: 0}, "etypes": {cfg.ETYPE: 0},
+        "raw_node_types": src.ntypes, "raw_edge_types": src.etypes,
+        "num_classes": src.num_classes,
+        "part_method": method, "seed": int(seed), "num_ranks": R,
+        "balance_ntypes": balance_ntypes, "balance_edges": bool(balance_edges),
+        "constraints": constraints, "ubvec": float(ubvec),
+        "balance_tol": float(balance_tol), "rebalanced_nodes": int(rebalanced),
+        "edge_dir": edge_dir, "num_hops": num_hops, "return_mapping": bool(return_mapping),
+        "node_feats": schema_n, "edge_feats": schema_e,
+        "has_node_type": "node_type" in src.node_cols, "has_edge_type": "edge_type" in src.edge_cols,
+        "edge_cut": int(cut.sum()),
+        "parts": [{"part_id": p, "group": f"/part{p}", "num_inner_nodes": layout.part_size(p),
+                   "num_halo_nodes": halo.layout.part_size(p),
+                   "num_edges": edges.edge_layout.part_size(p), "num_cut_edges": int(cut[p]),
+                   "weights": {k: int(v[p]) for k, v in part_weights.items()}} for p in range(P)],
+        "checksums": {"algorithm": CHECKSUM_ALGORITHM, "datasets": checksums},
+        "source": {"path": os.path.abspath(input_path), "graph_name": src.graph_name},
+        "stats": {"bytes_written": int(nbytes), "peak_rss_bytes_max_rank": int(peak),
+                  "timings_s": clock.phases},
+    }
+    path = cfg.config_path(out_path, name)
+    with agreed(comm):
+        if rank == 0:
+            try:
+                os.replace(h5_tmp, os.path.join(out_path, cfg.h5_name(name)))
+                cfg.write_config_atomic(path, config)
+            except OSError as e:
+                remove_quietly(h5_tmp)
+                raise InputError(f"{out_path}: cannot write the output files ({e}) (rank {rank})") from e
+    return path
+
+
+def _write_h5(comm, h5_path, src, layout, parts, order, edges, halo, return_mapping, lo, hi):
+    """Collective: create and fill the HDF5 file; on failure remove it and raise everywhere."""
+    rank = comm.Get_rank()
+    P = layout.nparts
+    specs = _dataset_specs(src, layout, edges, halo, return_mapping)
+    with agreed(comm):
+        _check_space(h5_path, specs, rank)
+        out = PartFile(comm, h5_path)
+    try:
+        _create_all(out, specs, layout, edges, halo)
+        gstart = np.concatenate([[0], np.cumsum(np.bincount(parts, minlength=P))])
+        local = lambda a, p: a[order[gstart[p]:gstart[p + 1]]]  # noqa: E731 - rows of part p, in order
+        node_names = sorted(src.node_cols)
+        for k in node_names:
+            with agreed(comm):
+                vals = src.read_node_col(k)
+            path = "node_type" if k == "node_type" else f"node/{k}"
+            for p in range(P):
+                out.write(f"part{p}/{path}", layout.local_offset(p), local(vals, p))
+            del vals
+        if return_mapping:
+            ids = np.arange(lo, hi, dtype=np.int64)
+            for p in range(P):
+                out.write(f"part{p}/orig_nid", layout.local_offset(p), local(ids, p))
+        el = edges.edge_layout
+        for p in range(P):
+            g, sl, erow = f"part{p}", edges.part_edges(p), el.local_offset(p)
+            out.write(f"{g}/csr/indptr", layout.local_offset(p), edges.indptr_slice(p))
+            if rank == 0:
+                out.write(f"{g}/csr/indptr", layout.part_size(p), np.array([el.part_size(p)]))
+            out.write(f"{g}/csr/indices", erow, edges.other[sl])
+            for k, a in edges.cols.items():
+                out.write(f"{g}/edge_type" if k == "edge_type" else f"{g}/edge/{k}", erow, a[sl])
+            if return_mapping:
+                out.write(f"{g}/orig_eid", erow, edges.orig_eid[sl])
+            hrow = halo.layout.local_offset(p)
+            out.write(f"{g}/halo_nodes", hrow, halo.ids[p])
+            if halo.with_edges:
+                out.write(f"{g}/halo_hops", hrow, halo.hops[p])
+                hel = halo.edge_layout
+                ptr = np.cumsum(halo.deg[p]) - halo.deg[p]
+                out.write(f"{g}/halo_csr/indptr", hrow, ptr + hel.local_offset(p))
+                if rank == 0:
+                    out.write(f"{g}/halo_csr/indptr", halo.layout.part_size(p), np.array([hel.part_size(p)]))
+                out.write(f"{g}/halo_csr/indices", hel.local_offset(p), halo.nbr[p])
+                out.write(f"{g}/halo_csr/eid", hel.local_offset(p), halo.nbr_eid[p])
+        return out.finish()
+    except BaseException:
+        out.close()
+        if rank == 0:
+            remove_quietly(h5_path)
+        raise
+
+
+def _dataset_specs(src: RawSource, layout: IdLayout, edges: LocalEdges, halo: Halo,
+                   return_mapping: bool) -> list[tuple[str, tuple, np.dtype]]:
+    """Independent (same result on every rank): (path, shape, dtype) of every dataset."""
+    el, specs = edges.edge_layout, []
+    for p in range(layout.nparts):
+        g = f"part{p}"
+        n, e, h = layout.part_size(p), el.part_size(p), halo.layout.part_size(p)
+        for k, c in src.node_cols.items():
+            specs.append((f"{g}/node_type" if k == "node_type" else f"{g}/node/{k}", (n,) + c.tail, c.dtype))
+        if return_mapping:
+            specs += [(f"{g}/orig_nid", (n,), np.int64), (f"{g}/orig_eid", (e,), np.int64)]
+        specs += [(f"{g}/csr/indptr", (n + 1,), np.int64), (f"{g}/csr/indices", (e,), np.int64)]
+        for k, c in src.edge_cols.items():
+            specs.append((f"{g}/edge_type" if k == "edge_type" else f"{g}/edge/{k}", (e,) + c.tail, c.dtype))
+        specs.append((f"{g}/halo_nodes", (h,), np.int64))
+        if halo.with_edges:
+            he = halo.edge_layout.part_size(p)
+            specs += [(f"{g}/halo_hops", (h,), np.int8), (f"{g}/halo_csr/indptr", (h + 1,), np.int64),
+                      (f"{g}/halo_csr/indices", (he,), np.int64), (f"{g}/halo_csr/eid", (he,), np.int64)]
+    return [(k, tuple(int(x) for x in shape), np.dtype(dt)) for k, shape, dt in specs]
+
+
+def _check_space(path: str, specs, rank: int) -> None:
+    """Independent: refuse early when the file cannot fit (free space, file-size limit)."""
+    need = sum(int(np.prod(shape, dtype=np.int64)) * dt.itemsize for _, shape, dt in specs)
+    need += (1 << 20) + 4096 * len(specs)  # HDF5 metadata, generously
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raise InputError(f"{path}: the partitioned graph needs about {need} bytes, but this process may "
+                         f"write files of at most {soft} bytes (ulimit -f) (rank {rank})")
+    if rank == 0:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        free = st.f_bavail * st.f_frsize
+        if free < need:
+            raise InputError(f"{path}: the partitioned graph needs about {need} bytes, but the disk has "
+                             f"{free} bytes free: disk full (rank {rank})")
+
+
+def _create_all(out: PartFile, specs, layout: IdLayout, edges: LocalEdges, halo: Halo) -> None:
+    """Collective: create every group and dataset (same calls on every rank)."""
+    el = edges.edge_layout
+    for p in range(layout.nparts):
+        out.group_attrs(f"part{p}", {
+            "part_id": p, "node_start": int(layout.start[p]), "node_end": int(layout.start[p + 1]),
+            "edge_start": int(el.start[p]), "edge_end": int(el.start[p + 1]),
+            "num_inner_nodes": layout.part_size(p), "num_halo_nodes": halo.layout.part_size(p),
+            "num_edges": el.part_size(p)})
+    for k, shape, dt in specs:
+        out.create(k, shape, dt)

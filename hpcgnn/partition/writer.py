@@ -1,0 +1,158 @@
+"""Writing the partitioned graph: one HDF5 file, one group per partition, with
+per-dataset checksums computed by slices (see docs/format.md).
+
+Datasets are created collectively (every rank, same shapes); rows are written with
+independent I/O, each rank its own slices, so a rank with nothing to write for a
+dataset never blocks the others.  Errors during the writes (disk full) are caught per
+rank and agreed afterwards, before the collective close.
+"""
+from __future__ import annotations
+
+import errno
+import os
+
+import numpy as np
+
+from ..comm.mpi import MPI
+from ..errors import HpcgnnError
+
+CHECKSUM_ALGORITHM = "fletcher64-bytes"
+_CHUNK = 1 << 22
+_W = None
+
+
+def fletcher_partial(arr: np.ndarray, byte_offset: int) -> tuple[int, int]:
+    """Independent: this slice's share of the checksum of a dataset.
+
+    Over the dataset's bytes ``b_j`` (C order, little-endian values), the checksum is
+    ``s1 = sum(b_j)`` and ``s2 = sum((j + 1) * b_j)``, both mod 2**64; a slice whose
+    first byte is byte ``byte_offset`` of the dataset contributes the terms of its
+    bytes, so partial sums from any slicing add up to the same result.
+    """
+    global _W
+    if _W is None:
+        _W = np.arange(_CHUNK, dtype=np.uint64)
+    a = np.ascontiguousarray(arr)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    b = a.reshape(-1).view(np.uint8)
+    s1 = sk = 0
+    for c in range(0, len(b), _CHUNK):
+        x = b[c:c + _CHUNK].astype(np.uint64)
+        cs = int(x.sum())
+        s1 += cs
+        sk += c * cs + int(np.dot(x, _W[:len(x)]))
+    mod = 1 << 64
+    return s1 % mod, ((byte_offset + 1) * s1 + sk) % mod
+
+
+def checksum_hex(s1: int, s2: int) -> str:
+    """The checksum as stored in the JSON: 32 hex digits, ``s1`` then ``s2``."""
+    return f"{s1:016x}{s2:016x}"
+
+
+class PartFile:
+    """Collective: the output HDF5 file being written (opened with ``driver='mpio'``).
+
+    ``create(path, shape, dtype)`` is collective; ``write(path, row, arr)`` is
+    independent and records the slice's checksum share and any I/O error;
+    ``finish()`` is collective: agrees on errors, reduces the checksums, closes.
+    """
+
+    def __init__(self, comm, path: str) -> None:
+        import h5py
+
+        self.comm, self.path, self.rank = comm, path, comm.Get_rank()
+        if comm.Get_size() > 1 or h5py.get_config().mpi:
+            self.f = h5py.File(path, "w", driver="mpio", comm=comm)
+        else:
+            self.f = h5py.File(path, "w")
+        self.shapes: dict[str, tuple] = {}
+        self.row_bytes: dict[str, int] = {}
+        self.partial: dict[str, list[int]] = {}
+        self.error: BaseException | None = None
+        self.bytes_written = 0
+
+    def create(self, path: str, shape: tuple, dtype, attrs: dict | None = None) -> None:
+        dtype = np.dtype(dtype)
+        self.f.create_dataset(path, shape=shape, dtype=dtype)
+        self.shapes[path] = (tuple(shape), dtype)
+        self.row_bytes[path] = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        self.partial[path] = [0, 0]
+
+    def group_attrs(self, path: str, attrs: dict) -> None:
+        """Collective: create group ``path`` (if needed) and set its attributes."""
+        g = self.f.require_group(path)
+        for k, v in attrs.items():
+            g.attrs[k] = v
+
+    def write(self, path: str, row: int, arr: np.ndarray) -> None:
+        """Independent: write ``arr`` at rows ``[row, row + len(arr))`` of ``path``."""
+        if self.error is not None or len(arr) == 0:
+            return
+        shape, dtype = self.shapes[path]
+        arr = np.ascontiguousarray(arr, dtype=dtype)
+        try:
+            self.f[path].write_direct(arr, dest_sel=np.s_[row:row + len(arr)])
+        except Exception as e:  # noqa: BLE001 - agreed in finish()
+            self.error = _io_error(self.path, path, self.rank, e)
+            return
+        s1, s2 = fletcher_partial(arr, row * self.row_bytes[path])
+        p = self.partial[path]
+        p[0] = (p[0] + s1) % (1 << 64)
+        p[1] = (p[1] + s2) % (1 << 64)
+        self.bytes_written += arr.nbytes
+
+    def finish(self) -> tuple[dict[str, str], int]:
+        """Collective: agree on write errors, close, return (checksums, total bytes written)."""
+        from ..comm.agree import raise_if_any
+
+        err = self.error
+        if err is None:
+            try:
+                self.f.flush()
+            except Exception as e:  # noqa: BLE001
+                err = _io_error(self.path, "(flush)", self.rank, e)
+        try:
+            raise_if_any(self.comm, err)
+        except BaseException:
+            self.close()
+            raise
+        raise_if_any(self.comm, self.close())
+        names = sorted(self.partial)
+        local = np.array([self.partial[n] for n in names], dtype=np.uint64).reshape(-1)
+        total = np.empty_like(local)
+        self.comm.Allreduce(local, total, op=MPI.SUM)
+        sums = {n: checksum_hex(int(total[2 * i]), int(total[2 * i + 1])) for i, n in enumerate(names)}
+        nbytes = self.comm.allreduce(self.bytes_written, op=MPI.SUM)
+        return sums, nbytes
+
+    def close(self) -> HpcgnnError | None:
+        """Collective: close the file (idempotent).  A failed close (it flushes the last
+        data) is returned, not raised, for the caller to agree on."""
+        if self.f is None:
+            return None
+        f, self.f = self.f, None
+        try:
+            f.close()
+        except Exception as e:  # noqa: BLE001 - returned, agreed by the caller
+            return _io_error(self.path, "(close)", self.rank, e)
+        return None
+
+
+def _io_error(file: str, dataset: str, rank: int, e: BaseException) -> HpcgnnError:
+    code = getattr(e, "errno", None)
+    text = str(e)
+    full = code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or any(
+        s in text.lower() for s in ("no space", "file too large", "quota", "write failed"))
+    hint = "; the disk (or quota) may be full" if full else ""
+    return HpcgnnError(f"{file}: writing dataset '{dataset}' failed on rank {rank}: "
+                       f"{type(e).__name__}: {text}{hint}")
+
+
+def remove_quietly(path: str) -> None:
+    """Independent: remove a file if it exists."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

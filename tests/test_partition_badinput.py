@@ -1,0 +1,173 @@
+"""Bad input to the partitioner: a clear error naming file, dataset and rank on every
+rank, and no configuration left behind.  Also the CLI end to end under a child mpirun."""
+import json
+import os
+import resource
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.errors import HpcgnnError, InputError
+from hpcgnn.partition import partition_graph
+from test_partition_util import (check_partitioned, load_all, make_raw, planted_graph, shared_dir,  # noqa: F401
+                                 write_raw)
+
+comm = MPI.COMM_WORLD
+
+
+def _spoil(path, how):
+    with h5py.File(path, "a") as f:
+        if how == "missing_dataset":
+            del f["edges/dst"]
+        elif how == "wrong_dtype":
+            a = f["edges/src"][()]
+            del f["edges/src"]
+            f["edges/src"] = a.astype(np.float64)
+        elif how == "wrong_shape":
+            a = f["nodes/data/label"][()]
+            del f["nodes/data/label"]
+            f["nodes/data/label"] = a[:-2]
+        elif how == "out_of_range":
+            a = f["edges/dst"][()]
+            a[len(a) - 3] = f.attrs["num_nodes"]
+            f["edges/dst"][...] = a
+        elif how == "nan_feat":
+            a = f["nodes/data/feat"][()]
+            a[len(a) - 1, 0] = np.nan
+            f["nodes/data/feat"][...] = a
+        elif how == "wrong_format":
+            f.attrs["format"] = "something-else"
+
+
+CASES = {  # how -> words the error must contain
+    "missing_dataset": ["/edges/dst", "missing"],
+    "wrong_dtype": ["/edges/src", "float64"],
+    "wrong_shape": ["/nodes/data/label", "rows"],
+    "out_of_range": ["/edges/dst", "outside [0, 400)"],
+    "nan_feat": ["/nodes/data/feat", "NaN"],
+    "wrong_format": ["format", "something-else"],
+}
+
+
+def _graph(directory, **kw):
+    src, dst, _ = planted_graph(400, 4, 2, seed=11)
+    return make_raw(comm, directory, 400, src, dst, **kw)
+
+
+def _no_config(out):
+    comm.Barrier()
+    return not os.path.isdir(out) or not [f for f in os.listdir(out) if f.endswith(".json")]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", sorted(CASES))
+def test_bad_raw_file_fails_on_every_rank(shared_dir, how):
+    path, _ = _graph(shared_dir)
+    if comm.Get_rank() == 0:
+        _spoil(path, how)
+    comm.Barrier()
+    out = os.path.join(shared_dir, "out")
+    with pytest.raises(InputError) as e:
+        partition_graph(path, out, 2, comm=comm)
+    msg = str(e.value)
+    assert path in msg and "rank" in msg, msg
+    for word in CASES[how]:
+        assert word in msg, msg
+    assert _no_config(out)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_missing_file_more_parts_than_nodes_and_bad_options(shared_dir):
+    out = os.path.join(shared_dir, "out")
+    missing = os.path.join(shared_dir, "nope.h5")
+    with pytest.raises(InputError, match="nope.h5: no such input file"):
+        partition_graph(missing, out, 2, comm=comm)
+    path, _ = _graph(shared_dir)
+    with pytest.raises(InputError, match="num_parts=401 is more than the graph's 400 nodes"):
+        partition_graph(path, out, 401, comm=comm)
+    with pytest.raises(InputError, match="edge_dir"):
+        partition_graph(path, out, 2, comm=comm, edge_dir="sideways")
+    with pytest.raises(InputError, match="/nodes/data/nope"):
+        partition_graph(path, out, 2, comm=comm, balance_ntypes=["nope"])
+    with pytest.raises(InputError, match="feat.*balance-ntypes"):
+        partition_graph(path, out, 2, comm=comm, balance_ntypes=["feat"])
+    assert _no_config(out)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_output_dir_with_another_graph_needs_overwrite(shared_dir):
+    path, g = _graph(shared_dir)
+    out = os.path.join(shared_dir, "out")
+    first = partition_graph(path, out, 2, comm=comm, graph_name="first")
+    with pytest.raises(InputError, match="different graph 'first'.*--overwrite"):
+        partition_graph(path, out, 3, comm=comm, graph_name="second")
+    with pytest.raises(InputError, match="already holds this graph"):
+        partition_graph(path, out, 3, comm=comm, graph_name="first")
+    cfg = partition_graph(path, out, 3, comm=comm, graph_name="first", overwrite=True, return_mapping=True)
+    comm.Barrier()
+    assert cfg == first
+    if comm.Get_rank() == 0:
+        conf, parts = load_all(cfg)
+        assert conf["num_parts"] == 3
+        check_partitioned(conf, parts, g)
+
+
+def test_disk_full_leaves_no_config(tmp_path):
+    """Single process: a file-size limit (like a full disk) is caught before writing: clear
+    error, no JSON, no partial HDF5 file."""
+    src, dst, _ = planted_graph(3000, 8, 4, seed=12)
+    path = str(tmp_path / "raw.h5")
+    write_raw(path, 3000, src, dst, feat_dim=64)
+    out = str(tmp_path / "out")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, hard))
+    try:
+        with pytest.raises(HpcgnnError) as e:
+            partition_graph(path, out, 2, comm=MPI.COMM_SELF)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    msg = str(e.value)
+    assert "g.h5.partial" in msg and "rank 0" in msg and "bytes" in msg, msg
+    assert os.listdir(out) == [], "neither the JSON nor a partial HDF5 file is left"
+
+
+def _cli(mpirun, n, args, timeout=120):
+    return mpirun(n, [sys.executable, "-m", "hpcgnn", "partition", *args], timeout=timeout)
+
+
+@pytest.mark.timeout(200)
+def test_cli_end_to_end(mpirun, tmp_path):
+    src, dst, _ = planted_graph(2000, 6, 4, seed=13)
+    path = str(tmp_path / "raw.h5")
+    g = write_raw(path, 2000, src, dst, types=True)
+    out = str(tmp_path / "out")
+    r = _cli(mpirun, 2, [path, "-o", out, "-k", "3", "--return-mapping", "--num-hops", "2",
+                         "--balance-ntypes", "train_mask", "--balance-edges", "--json"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["num_parts"] == 3 and summary["config"] == os.path.join(out, "g.json")
+    conf, parts = load_all(summary["config"])
+    check_partitioned(conf, parts, g)
+    assert conf["num_ranks"] == 2 and conf["num_hops"] == 2 and conf["balance_edges"]
+
+
+@pytest.mark.timeout(200)
+def test_cli_bad_input_exits_nonzero_on_all_ranks(mpirun, tmp_path):
+    src, dst, _ = planted_graph(500, 4, 2, seed=14)
+    path = str(tmp_path / "raw.h5")
+    write_raw(path, 500, src, dst)
+    _spoil(path, "out_of_range")
+    out = str(tmp_path / "out")
+    r = _cli(mpirun, 3, [path, "-o", out, "-k", "2"])
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if "hpcgnn partition: error" in ln]
+    assert len(lines) == 3, r.stderr[-3000:]
+    for ln in lines:
+        assert path in ln and "/edges/dst" in ln and "rank" in ln
+    assert not os.path.exists(os.path.join(out, "g.json"))
