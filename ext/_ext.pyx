@@ -7,3 +7,4 @@ Validation of user input happens in the Python layer above (``hpcgnn.partition``
 """
 
 include "parmetis.pxi"
+include "gather.pxi"

@@ -1,0 +1,97 @@
+"""Random-row gather from a RowStore against ``torch.index_select`` in the same run.
+
+A 2M x 100 float32 table (``--rows``, ``--dim``) is held by the servers of 2 virtual
+nodes of server + trainer (4 ranks).  Trainer 0 gathers 10k and 100k random rows
+from its own node (shared memory, direct) and from the other node (RMA), and the
+same number of random rows with ``torch.index_select`` from an in-process tensor;
+one thread everywhere.  Prints one JSON object (ratios: > 1 is faster than
+index_select).
+
+    mpirun -n 4 --mca mpi_yield_when_idle 1 python bench/gather_bench.py
+    # RMA across hosts emulated over TCP:
+    HPCGNN_SHM_SCOPE=node mpirun -n 4 --mca btl self,tcp --mca osc sm,pt2pt \\
+        --mca mpi_yield_when_idle 1 python bench/gather_bench.py
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+import hpcgnn
+from hpcgnn.comm.mpi import MPI, library_version
+from hpcgnn.comm import windows
+from hpcgnn.comm.windows import RowStore
+
+
+def timed(fn, repeats):
+    """Best time of ``fn(0) .. fn(repeats-1)`` (on a shared machine the minimum is the
+    stable statistic)."""
+    ts = []
+    for i in range(repeats):
+        t = time.perf_counter()
+        fn(i)
+        ts.append(time.perf_counter() - t)
+    return min(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--dim", type=int, default=100)
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--repeats", type=int, default=11)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    world = MPI.COMM_WORLD
+    if world.Get_size() != 4:
+        raise SystemExit("gather_bench: run with 4 ranks (2 virtual nodes of server + trainer)")
+    ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    n, d = args.rows, args.dim
+    half = n // 2
+    st = RowStore.create(ctx, "bench", [0, half, n], (d,), np.float32)
+    lo, hi = st.local_range
+    if hi > lo:
+        st.local_rows[:] = np.random.default_rng(lo).standard_normal((hi - lo, d), dtype=np.float32)
+    st.barrier()
+    result = None
+    if ctx.rank == ctx.ranks_of("trainer")[0]:
+        ref = torch.from_numpy(np.random.default_rng(0).standard_normal((n, d), dtype=np.float32))
+        mine = ctx.node_id
+        rng = np.random.default_rng(1)
+        result = {"bench": "gather", "rows_total": n, "dim": d, "dtype": "float32", "threads": 1,
+                  "mpi": library_version(), "shm_scope": os.environ.get("HPCGNN_SHM_SCOPE", "host"),
+                  "routes": {str(k): v for k, v in st.routes().items()},
+                  "datatype_builder": "ext" if windows._ext_hindexed_blocks is not None else "mpi4py",
+                  "sizes": {}}
+        for m in (int(s) for s in args.sizes.split(",")):
+            # fresh ids every repeat (as mini-batches are): nothing stays cache-hot
+            local_ids = [rng.integers(mine * half, (mine + 1) * half, m) for _ in range(args.repeats)]
+            remote_ids = [rng.integers((1 - mine) * half, (2 - mine) * half, m) for _ in range(args.repeats)]
+            tl_ids = [torch.from_numpy(i) for i in local_ids]
+            probe = remote_ids[0][:5]
+            assert np.array_equal(st.gather(probe), st.gather(probe))
+            base = timed(lambda i: torch.index_select(ref, 0, tl_ids[i]), args.repeats)
+            local = timed(lambda i: st.gather(local_ids[i]), args.repeats)
+            remote = timed(lambda i: st.gather(remote_ids[i]), args.repeats)
+            base = min(base, timed(lambda i: torch.index_select(ref, 0, tl_ids[i]), args.repeats))
+            out = np.empty((m, d), np.float32)
+            local_out = timed(lambda i: st.gather(local_ids[i], out=out), args.repeats)
+            remote_out = timed(lambda i: st.gather(remote_ids[i], out=out), args.repeats)
+            gb = m * d * 4 / 1e9
+            result["sizes"][str(m)] = {
+                "index_select_GBps": round(gb / base, 3),
+                "local_GBps": round(gb / local, 3), "remote_GBps": round(gb / remote, 3),
+                "local_ratio": round(base / local, 3), "remote_ratio": round(base / remote, 3),
+                "local_ratio_out_reused": round(base / local_out, 3),
+                "remote_ratio_out_reused": round(base / remote_out, 3),
+            }
+        print(json.dumps(result), flush=True)
+    world.Barrier()          # servers (and the idle trainer) wait here, keeping RMA progressing
+    ctx.finalize()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,492 @@
+"""The one-sided data plane: a distributed table of rows in MPI windows.
+
+A :class:`RowStore` is a ``nrows x row_shape`` table of one NumPy dtype.  Its rows
+are cut into contiguous ranges (``boundaries``); range ``k`` lives in the memory of
+world rank ``owners[k]`` (a server).  Everyone reads and writes rows by global id:
+
+* **same node** (the owner is on my node, virtual or real): rows are read straight
+  from node-shared memory (``Win.Allocate_shared``), zero copies on the owner side;
+* **same host, other (virtual) node**: one passive-target ``Get`` per owner on the
+  shared window (Open MPI's ``osc sm``: a memory copy, no help from the owner);
+* **other host**: one passive-target ``Get`` per owner on a world window created
+  (``Win.Create``) over that same shared memory, so a host holds one copy.
+
+Every window is opened once with ``Lock_all`` at creation and closed at
+:meth:`RowStore.free`; a gather issues, per owner, one ``Get`` whose target datatype
+is an indexed block of the requested rows, then ``Flush``.  Writes are ``Put``
+(:meth:`RowStore.scatter`) and ``Accumulate`` / ``Get_accumulate`` (atomic per
+element, the basis of sparse optimizers).
+
+Choices made by measurement (Open MPI 4.1.4, see ``docs``/the report):
+
+* ``Win.Create`` over *any* memory, shared or not, is served on one host by
+  ``osc rdma`` over the vader BTL, which copies row by row (0.13-0.17 GB/s against
+  1.2 GB/s for ``osc sm``).  Hence the shared window itself is the RMA path inside a
+  host (``shm="host"``, the default), and the world window only crosses hosts.
+  ``shm="node"`` (or ``HPCGNN_SHM_SCOPE=node``) shares memory only inside each
+  (virtual) node, so that virtual nodes on one machine behave like separate hosts
+  (tests over TCP); run those with ``--mca osc sm,pt2pt``.
+* Ids are *not* sorted by offset before a gather: here the extra pass that restores
+  the caller's order costs more than sorted reads save (0.5-0.7x).
+
+**Progress.**  With ``osc pt2pt`` (TCP) a passive-target operation completes only
+when the owner enters MPI.  Owners must therefore be ranks that keep calling MPI
+(servers blocked in a control receive or a barrier) while others gather.
+
+**Accumulate atomicity.**  Accumulates go through one window only (the world window
+when the table spans hosts, else the shared window), so they are atomic against
+each other wherever they come from.  Mixing ``scatter`` and ``accumulate`` on the
+same rows without a :meth:`RowStore.barrier` in between is a race, as in MPI.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import InputError
+from . import rowstore as rs
+from .agree import agreed
+from .mpi import MPI
+
+try:  # compiled datatype builder (ext/gather.pxi); mpi4py's builder is the fallback
+    from .._ext import hindexed_blocks as _ext_hindexed_blocks
+except ImportError:  # pragma: no cover - depends on the build
+    _ext_hindexed_blocks = None
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - torch is a dependency of the training stack only
+    torch = None
+
+DIRECT, SHM, WORLD = 0, 1, 2
+ROUTE_NAMES = {DIRECT: "direct", SHM: "shm-rma", WORLD: "rma"}
+
+_MPI_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "replace": MPI.REPLACE}
+_ALIGN = 64
+#: Largest number of bytes one MPI operation moves (counts are C ``int``).
+MAX_OP_BYTES = (1 << 31) - (1 << 20)
+
+
+def _op_name(op) -> str:
+    if isinstance(op, str) and op.lower() in _MPI_OPS:
+        return op.lower()
+    for k, v in _MPI_OPS.items():
+        if op == v:
+            return k
+    raise InputError(f"accumulate: op must be one of {rs.OPS} (or MPI.SUM/MAX/MIN/REPLACE), got {op!r}")
+
+
+def _element_type(dtype: np.dtype):
+    """``(MPI type of one element, True)`` or ``(MPI.BYTE, False)`` when MPI has none."""
+    from mpi4py.util import dtlib
+
+    try:
+        return dtlib.from_numpy_dtype(dtype), True
+    except Exception:  # noqa: BLE001 - e.g. float16: rows are moved as bytes
+        return MPI.BYTE.Dup(), False
+
+
+def _as_torch_dtype_ok(dtype: np.dtype) -> bool:
+    if torch is None:
+        return False
+    try:
+        torch.from_numpy(np.empty(1, dtype=dtype))
+        return True
+    except TypeError:
+        return False
+
+
+class RowStore:
+    """A distributed ``nrows x row_shape`` table in MPI windows (see module doc).
+
+    Create collectively with :meth:`create`.  Owners fill their rows through
+    :attr:`local_rows`, then everyone calls :meth:`barrier`.  ``gather``,
+    ``scatter``, ``accumulate`` and ``get_accumulate`` are independent (any rank,
+    any time, no matching call on the owner).
+    """
+
+    #: Largest number of rows moved by one MPI operation (bounds datatype sizes and
+    #: keeps every count and displacement in 32-bit ``int``).
+    max_rows_per_op = 1 << 22
+
+    # ------------------------------------------------------------------ creation
+    @classmethod
+    def create(cls, ctx, name: str, boundaries, row_shape=(), dtype="float32", owners=None,
+               shm: str | None = None) -> "RowStore":
+        """Collective over ``ctx.world``: allocate the table and register it with
+        ``ctx.track`` (freed by ``ctx.finalize()``).
+
+        ``boundaries``: ``K+1`` non-decreasing row ids from 0 to ``nrows``; range
+        ``k`` is rows ``[boundaries[k], boundaries[k+1])``.  ``owners``: ``K`` world
+        ranks (default: the server ranks, one range each, or one range per node held
+        by its first server).  ``shm``: ``"host"`` (default, or
+        ``HPCGNN_SHM_SCOPE``) shares memory across a whole host, ``"node"`` only
+        inside each (virtual) node.  Rows start zeroed.  Bad arguments raise the same
+        :class:`InputError` on every rank.
+        """
+        return ctx.track(cls(ctx, name, boundaries, row_shape, dtype, owners, shm))
+
+    def __init__(self, ctx, name, boundaries, row_shape, dtype, owners, shm):
+        world = ctx.world
+        self.name = str(name)
+        self.rank = world.Get_rank()
+        self._world = world
+        self._freed = False
+        with agreed(world):
+            self.dtype = np.dtype(dtype)
+            shape = row_shape if isinstance(row_shape, (tuple, list)) else (row_shape,)
+            self.row_shape = tuple(int(s) for s in shape)
+            if any(s < 0 for s in self.row_shape):
+                raise InputError(f"RowStore {self.name!r}: negative row shape {self.row_shape}")
+            if owners is None:
+                owners = _default_owners(ctx, len(np.asarray(boundaries)) - 1, self.name)
+            self._bounds, self._owners = rs.check_layout(boundaries, owners, world.Get_size(), self.name)
+            scope = (shm or os.environ.get("HPCGNN_SHM_SCOPE") or "host").lower()
+            if scope not in ("host", "node"):
+                raise InputError(f"RowStore {self.name!r}: shm={scope!r}; choose 'host' or 'node'")
+            mine = (self._bounds.tolist(), self._owners.tolist(), self.row_shape, self.dtype.str, scope)
+            ref = world.bcast(mine, root=0)
+            if ref != mine:
+                raise InputError(f"RowStore {self.name!r}: ranks disagree on (boundaries, owners, row_shape, "
+                                 f"dtype, shm): rank 0 has {ref}, rank {self.rank} has {mine}")
+        self.nrows = int(self._bounds[-1])
+        self.shape = (self.nrows,) + self.row_shape
+        self.row_elems = int(np.prod(self.row_shape, dtype=np.int64))
+        self.row_bytes = self.row_elems * self.dtype.itemsize
+        self._where = f"RowStore {self.name!r} on rank {self.rank}"
+        K = len(self._owners)
+
+        # --- where each range sits inside its owner's segment
+        seg_row0 = np.zeros(K, dtype=np.int64)
+        seg_rows: dict[int, int] = {}
+        for k in range(K):
+            o = int(self._owners[k])
+            seg_row0[k] = seg_rows.get(o, 0)
+            seg_rows[o] = seg_rows.get(o, 0) + int(self._bounds[k + 1] - self._bounds[k])
+        self._seg_row0 = seg_row0
+        my_bytes = seg_rows.get(self.rank, 0) * self.row_bytes
+
+        # --- the sharing domain (host or node) and its shared window
+        if scope == "node":
+            self._domain, self._own_domain = ctx.node_comm, False
+        else:
+            self._domain, self._own_domain = world.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank), True
+        info = MPI.Info.Create()
+        info.Set("alloc_shared_noncontig", "true")
+        alloc = -(-my_bytes // _ALIGN) * _ALIGN
+        self._shwin = MPI.Win.Allocate_shared(alloc, 1, info=info, comm=self._domain)
+        info.Free()
+        wgroup, dgroup = world.Get_group(), self._domain.Get_group()
+        dom_rank = MPI.Group.Translate_ranks(wgroup, [int(o) for o in self._owners], dgroup)
+        dgroup.Free()
+        wgroup.Free()
+        leaders = world.allgather(self._domain.allreduce(self.rank, op=MPI.MIN))
+        my_leader = leaders[self.rank]
+        self._multi_host = len(set(leaders)) > 1
+
+        # --- my segment, exposed to other hosts through a world window
+        seg = self._shwin.Shared_query(self._domain.Get_rank())[0] if my_bytes else None
+        self._win = None
+        if self._multi_host:
+            self._win = MPI.Win.Create(seg if seg is not None else None, 1, comm=world)
+
+        # --- route and target of every range, from this rank
+        self._route = np.empty(K, dtype=np.int64)
+        self._target = np.empty(K, dtype=np.int64)
+        self._views: dict[int, np.ndarray] = {}
+        for k in range(K):
+            o = int(self._owners[k])
+            if ctx.node_of(o) == ctx.node_id:
+                self._route[k], self._target[k] = DIRECT, dom_rank[k]
+                self._views[k] = self._range_view(k, dom_rank[k])
+            elif leaders[o] == my_leader:
+                self._route[k], self._target[k] = SHM, dom_rank[k]
+            else:
+                self._route[k], self._target[k] = WORLD, o
+        self._atomic = (self._win, WORLD) if self._multi_host else (self._shwin, SHM)
+
+        # Rows move as blocks of bytes (the cheapest datatype to build: 5 ms per 100k
+        # rows against 13 ms for a row type); reductions need the element type.
+        self._elem, self._has_mpi_type = _element_type(self.dtype)
+        self._torch_ok = _as_torch_dtype_ok(self.dtype) and self.row_bytes > 0
+
+        lo = np.nonzero(self._owners == self.rank)[0]
+        self._local_ranges = lo
+        if my_bytes:
+            mem = np.frombuffer(seg, dtype=np.uint8, count=my_bytes)
+            self.local_rows = mem.view(self.dtype).reshape((-1,) + self.row_shape)
+            mem[:] = 0
+        else:
+            self.local_rows = np.empty((0,) + self.row_shape, dtype=self.dtype)
+        for w in self._windows():
+            w.Lock_all()
+        world.Barrier()
+
+    def _range_view(self, k: int, dom_rank: int) -> np.ndarray:
+        nk = int(self._bounds[k + 1] - self._bounds[k])
+        if nk == 0 or self.row_bytes == 0:
+            return np.zeros((nk,) + self.row_shape, dtype=self.dtype)
+        buf = self._shwin.Shared_query(dom_rank)[0]
+        start = int(self._seg_row0[k]) * self.row_bytes
+        mem = np.frombuffer(buf, dtype=np.uint8, count=nk * self.row_bytes, offset=start)
+        return mem.view(self.dtype).reshape((nk,) + self.row_shape)
+
+    def _windows(self):
+        return [w for w in (self._shwin, self._win) if w is not None]
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def local_range(self) -> tuple[int, int]:
+        """``(start, stop)`` of the rows this rank owns (its ranges must be adjacent
+        for this to be one slice; ``(0, 0)`` when it owns none)."""
+        if len(self._local_ranges) == 0:
+            return (0, 0)
+        return (int(self._bounds[self._local_ranges[0]]), int(self._bounds[self._local_ranges[-1] + 1]))
+
+    def routes(self) -> dict[int, str]:
+        """How this rank reaches every owner: ``{owner rank: 'direct'|'shm-rma'|'rma'}``."""
+        return {int(o): ROUTE_NAMES[int(r)] for o, r in zip(self._owners, self._route)}
+
+    def __repr__(self):
+        return (f"RowStore({self.name!r}, shape={self.shape}, dtype={self.dtype}, "
+                f"ranges={len(self._owners)}, rank={self.rank})")
+
+    # ------------------------------------------------------------------ reads
+    def gather(self, ids, out: np.ndarray | None = None) -> np.ndarray:
+        """Independent: the rows of ``ids`` (global, any order, repeats allowed), in
+        the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``)."""
+        self._check_open()
+        ids = rs.as_ids(ids, self.nrows, self._where)
+        n = len(ids)
+        want = (n,) + self.row_shape
+        if out is None:
+            out = np.empty(want, dtype=self.dtype)
+        elif out.shape != want or out.dtype != self.dtype or not out.flags.c_contiguous:
+            raise InputError(f"{self._where}: out must be a C-contiguous {self.dtype} array of shape {want}")
+        if n == 0 or self.row_bytes == 0:
+            return out
+        perm, counts = rs.group(ids, self._bounds)
+        sids = ids if perm is None else ids[perm]
+        dst = out if perm is None else np.empty_like(out)
+        flat = dst.reshape(n, -1)
+        pending, local = [], []
+        a = 0
+        for k, c in enumerate(counts.tolist()):
+            if c == 0:
+                continue
+            offs = sids[a:a + c] - self._bounds[k]
+            if self._route[k] == DIRECT:
+                local.append((k, offs, a, c))
+            else:
+                win = self._shwin if self._route[k] == SHM else self._win
+                pending += self._rma(win, int(self._target[k]), k, offs, flat[a:a + c], "get")
+            a += c
+        for k, offs, a, c in local:          # overlap: local copies while Gets are in flight
+            self._copy_local(self._views[k], offs, flat[a:a + c])
+        self._complete(pending)
+        if perm is not None:
+            self._unpermute(out.reshape(n, -1), perm, flat)
+        return out
+
+    def _copy_local(self, view: np.ndarray, offs: np.ndarray, dst2d: np.ndarray) -> None:
+        src = view.reshape(len(view), -1)
+        if self._torch_ok:
+            torch.index_select(torch.from_numpy(src), 0, torch.from_numpy(offs), out=torch.from_numpy(dst2d))
+        else:
+            np.take(src, offs, axis=0, out=dst2d)
+
+    def _unpermute(self, out2d: np.ndarray, perm: np.ndarray, grouped2d: np.ndarray) -> None:
+        if self._torch_ok:
+            torch.from_numpy(out2d).index_copy_(0, torch.from_numpy(perm), torch.from_numpy(grouped2d))
+        else:
+            out2d[perm] = grouped2d
+
+    # ------------------------------------------------------------------ writes
+    def scatter(self, ids, values) -> None:
+        """Independent: write ``values[i]`` into row ``ids[i]`` (the last one wins
+        for repeated ids).  Complete at the owner on return; others see it after a
+        :meth:`barrier` (or any synchronisation that orders the two ranks)."""
+        self._check_open()
+        ids = rs.as_ids(ids, self.nrows, self._where)
+        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
+        if len(ids) == 0 or self.row_bytes == 0:
+            return
+        ids, values = rs.last_wins(ids, values)
+        self._write(ids, values, "put", None)
+
+    def accumulate(self, ids, values, op="sum") -> None:
+        """Independent: ``row[ids[i]] = op(row[ids[i]], values[i])`` with MPI
+        ``Accumulate``: atomic per element against every other accumulate of this
+        table, from any rank.  ``op``: ``"sum"``, ``"max"``, ``"min"``,
+        ``"replace"`` (or the ``MPI`` ops).  Repeated ids are combined first."""
+        self._check_open()
+        name = _op_name(op)
+        self._need_mpi_type("accumulate")
+        ids = rs.as_ids(ids, self.nrows, self._where)
+        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
+        if len(ids) == 0 or self.row_bytes == 0:
+            return
+        ids, values = rs.combine(ids, values, name)
+        self._write(ids, values, "acc", _MPI_OPS[name])
+
+    def get_accumulate(self, ids, values, op="sum") -> np.ndarray:
+        """Independent: like :meth:`accumulate`, and return the rows as they were just
+        before this rank's update (MPI ``Get_accumulate``; atomic per element).  The
+        ids must not repeat."""
+        self._check_open()
+        name = _op_name(op)
+        self._need_mpi_type("get_accumulate")
+        ids = rs.as_ids(ids, self.nrows, self._where)
+        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
+        n = len(ids)
+        old = np.empty((n,) + self.row_shape, dtype=self.dtype)
+        if n == 0 or self.row_bytes == 0:
+            return old
+        if len(np.unique(ids)) != n:
+            raise InputError(f"{self._where}: get_accumulate needs distinct ids")
+        perm, counts = rs.group(ids, self._bounds)
+        sids, svals = (ids, values) if perm is None else (ids[perm], values[perm])
+        res = old if perm is None else np.empty_like(old)
+        win, route = self._atomic
+        pending, a = [], 0
+        for k, c in enumerate(counts.tolist()):
+            if c:
+                t = self._target_on(k, route)
+                pending += self._rma(win, t, k, sids[a:a + c] - self._bounds[k],
+                                     svals.reshape(n, -1)[a:a + c], "getacc", _MPI_OPS[name],
+                                     res.reshape(n, -1)[a:a + c])
+            a += c
+        self._complete(pending)
+        if perm is not None:
+            self._unpermute(old.reshape(n, -1), perm, res.reshape(n, -1))
+        return old
+
+    def _write(self, ids, values, kind, op) -> None:
+        n = len(ids)
+        perm, counts = rs.group(ids, self._bounds)
+        sids, svals = (ids, values) if perm is None else (ids[perm], values[perm])
+        flat = svals.reshape(n, -1)
+        pending, a = [], 0
+        for k, c in enumerate(counts.tolist()):
+            if c == 0:
+                continue
+            offs = sids[a:a + c] - self._bounds[k]
+            if kind == "acc":
+                win, route = self._atomic
+                pending += self._rma(win, self._target_on(k, route), k, offs, flat[a:a + c], "acc", op)
+            elif self._route[k] == DIRECT:
+                self._views[k].reshape(len(self._views[k]), -1)[offs] = flat[a:a + c]
+            else:
+                win = self._shwin if self._route[k] == SHM else self._win
+                pending += self._rma(win, int(self._target[k]), k, offs, flat[a:a + c], "put")
+            a += c
+        self._complete(pending)
+        if kind == "put" and np.any(self._route[counts > 0] == DIRECT):
+            self._shwin.Sync()
+
+    def _target_on(self, k: int, route: int) -> int:
+        """Target rank of range ``k`` in the shared (``SHM``) or world window."""
+        if route == WORLD:
+            return int(self._owners[k])
+        return int(self._target[k])
+
+    # ------------------------------------------------------------------ RMA core
+    def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None):
+        """Issue one operation per chunk of at most ``max_rows_per_op`` rows on range
+        ``k``; the local side is contiguous (``rows2d``), the target side an indexed
+        block of rows.  Returns ``[(win, target, datatype), ...]`` to complete."""
+        issued = []
+        base = int(self._seg_row0[k])
+        step = max(1, min(int(self.max_rows_per_op), MAX_OP_BYTES // max(self.row_bytes, 1)))
+        if kind in ("get", "put"):
+            old, per_row = MPI.BYTE, self.row_bytes
+        else:
+            old, per_row = self._elem, self.row_elems
+        for s in range(0, len(offs), step):
+            o = offs[s:s + step]
+            m = len(o)
+            dt = _blocks_type(old, per_row, (o + base) * self.row_bytes)
+            issued.append((win, target, dt))
+            origin = [rows2d[s:s + m], m * per_row, old]
+            tgt = [0, 1, dt]
+            if kind == "get":
+                win.Get(origin, target, tgt)
+            elif kind == "put":
+                win.Put(origin, target, tgt)
+            elif kind == "acc":
+                win.Accumulate(origin, target, tgt, op)
+            else:
+                win.Get_accumulate(origin, [result2d[s:s + m], m * per_row, old], target, tgt, op)
+        return issued
+
+    @staticmethod
+    def _complete(pending) -> None:
+        done = set()
+        for win, target, _ in pending:
+            if (id(win), target) not in done:
+                win.Flush(target)
+                done.add((id(win), target))
+        for _, _, dt in pending:
+            dt.Free()
+
+    # ------------------------------------------------------------------ sync, lifetime
+    def barrier(self) -> None:
+        """Collective over the world: every write issued before it (``local_rows``
+        stores, ``scatter``, ``accumulate``) is visible to every read after it."""
+        self._check_open()
+        for w in self._windows():
+            w.Flush_all()
+            w.Sync()
+        self._world.Barrier()
+        for w in self._windows():
+            w.Sync()
+
+    def free(self) -> None:
+        """Collective over the world: close the epochs and free the windows (the
+        shared memory is released; nothing is left in ``/dev/shm``).  Idempotent."""
+        if self._freed:
+            return
+        self._freed = True
+        self._world.Barrier()
+        for w in self._windows():
+            w.Unlock_all()
+        self._views.clear()
+        self.local_rows = None
+        if self._win is not None:
+            self._win.Free()
+        self._shwin.Free()
+        self._elem.Free()
+        if self._own_domain:
+            self._domain.Free()
+        self._win = self._shwin = None
+
+    def _check_open(self):
+        if self._freed:
+            raise InputError(f"{self._where}: the table has been freed")
+
+    def _need_mpi_type(self, what):
+        if not self._has_mpi_type:
+            raise InputError(f"{self._where}: {what} needs a dtype MPI can reduce; {self.dtype} has none")
+
+
+def _blocks_type(old, blocklength: int, byte_disps: np.ndarray):
+    """A committed datatype: ``blocklength`` x ``old`` at each byte displacement."""
+    disps = np.ascontiguousarray(byte_disps, dtype=np.int64)
+    if _ext_hindexed_blocks is not None:
+        return _ext_hindexed_blocks(old, blocklength, disps)
+    return old.Create_hindexed_block(blocklength, disps).Commit()
+
+
+def _default_owners(ctx, nranges: int, name: str) -> list[int]:
+    servers = ctx.ranks_of("server")
+    if nranges == len(servers):
+        return servers
+    firsts = [ctx.ranks_of("server", node=n)[:1] for n in range(ctx.num_nodes)]
+    if nranges == ctx.num_nodes and all(firsts):
+        return [f[0] for f in firsts]
+    raise InputError(f"RowStore {name!r}: {nranges} row range(s) but {len(servers)} server(s) on "
+                     f"{ctx.num_nodes} node(s); pass owners=")
+
+
+__all__ = ["RowStore"]

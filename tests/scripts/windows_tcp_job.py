@@ -1,0 +1,34 @@
+"""RowStore over TCP (``--mca btl self,tcp --mca osc sm,pt2pt``, HPCGNN_SHM_SCOPE=node),
+4 ranks as 2 virtual nodes of server + trainer.  Servers own the rows and sit in a
+barrier (which keeps osc pt2pt progressing) while trainers read and write them."""
+import numpy as np
+
+import hpcgnn
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.comm.windows import RowStore
+
+world = MPI.COMM_WORLD
+ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+N, D = 4000, 8
+st = RowStore.create(ctx, "feat", [0, 1500, N], (D,), np.float32)   # owners: the servers
+full = np.arange(N * D, dtype=np.float32).reshape(N, D)
+lo, hi = st.local_range
+st.local_rows[:] = full[lo:hi]
+st.barrier()
+if ctx.is_trainer:
+    tc = ctx.trainer_comm
+    rng = np.random.default_rng(ctx.rank)
+    for n in (0, 1, 10, 5000):
+        ids = rng.integers(0, N, n)
+        assert np.array_equal(st.gather(ids), full[ids]), f"gather of {n} rows"
+    tc.Barrier()                     # all reads done before anyone writes
+    mine = np.arange(tc.Get_rank(), N, tc.Get_size())
+    st.scatter(mine, -full[mine])
+    tc.Barrier()                     # every Put is complete at its owner (Flush) before any add
+    st.accumulate(np.arange(N), np.ones((N, D), np.float32))
+    tc.Barrier()                     # trainers only: servers stay in the barrier below
+    assert np.array_equal(st.gather(np.arange(N)), -full + tc.Get_size()), "scatter + accumulate"
+    print("routes", st.routes(), flush=True)
+    print("windows_tcp_job ok", flush=True)
+world.Barrier()                      # servers wait here, progressing RMA
+ctx.finalize()
