@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: what a new user runs after scripts/setup.sh.
-#   bash scripts/main_job.sh
-# Today: check the installation under a real 2-rank launch (hpcgnn doctor).
-# (Grows into generate -> partition -> train -> accuracy as those land.)
+#   bash scripts/main_job.sh            # HPCGNN_NP=2 ranks, HPCGNN_NODES=200000 nodes
+# Today: check the installation under a real launch, generate a synthetic graph in
+# parallel, partition it with ParMETIS into 2 parts (one parallel-HDF5 file + JSON),
+# and describe the result.  Training and accuracy join when they land (issue 6).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -10,6 +11,20 @@ export PATH="$here/.venv/bin:$PATH"
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMPI_MCA_rmaps_base_oversubscribe=1
 NP=${HPCGNN_NP:-2}
+NODES=${HPCGNN_NODES:-200000}
+RUN=${HPCGNN_RUN_DIR:-$here/runs/main}
+mkdir -p "$RUN"
 
 echo "== hpcgnn doctor on $NP ranks"
 mpirun -n "$NP" hpcgnn doctor --layout "servers=1,samplers=0,trainers=rest"
+
+echo "== generate a $NODES-node class-structured graph ($NP ranks)"
+mpirun -n "$NP" hpcgnn generate "$RUN/graph.h5" --num-nodes "$NODES" --avg-degree 20 \
+  --feat-dim 64 --num-classes 16 --seed 0 --name synthetic --overwrite
+
+echo "== partition it into 2 parts with ParMETIS ($NP ranks)"
+mpirun -n "$NP" hpcgnn partition "$RUN/graph.h5" -o "$RUN/parts" -k 2 \
+  --balance-ntypes train_mask --overwrite
+
+echo "== the result"
+hpcgnn info "$RUN/parts/synthetic.json"
