@@ -8,11 +8,12 @@ from .comm import failure as _failure
 
 _failure.install()
 
-from .comm.context import Context, initialize  # noqa: E402
+from .comm.context import Context  # noqa: E402
+from .launch import current_context, initialize  # noqa: E402
 from .comm.layout import Layout  # noqa: E402
 from .errors import HpcgnnError, InputError, LayoutError, PartitionError  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["initialize", "Context", "Layout", "HpcgnnError", "InputError", "LayoutError",
+__all__ = ["initialize", "current_context", "Context", "Layout", "HpcgnnError", "InputError", "LayoutError",
            "PartitionError", "__version__"]

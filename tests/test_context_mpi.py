@@ -2,6 +2,7 @@
 import pytest
 
 import hpcgnn
+import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import LayoutError
 
@@ -13,9 +14,9 @@ def test_default_single_node_layout():
     size = world.Get_size()
     if size < 2:
         with pytest.raises(LayoutError, match="at least one trainer"):
-            hpcgnn.initialize()
+            hpcgnn.comm.initialize()
         return
-    with hpcgnn.initialize() as ctx:
+    with hpcgnn.comm.initialize() as ctx:
         assert ctx.num_nodes == 1
         assert ctx.role == ("server" if ctx.rank == 0 else "trainer")
         assert ctx.ranks_of("server") == [0]
@@ -30,7 +31,7 @@ def test_default_single_node_layout():
 @pytest.mark.mpi(min_size=2)
 def test_virtual_nodes_one_rank_each():
     size = world.Get_size()
-    ctx = hpcgnn.initialize(layout="servers=0,samplers=0,trainers=1", ranks_per_node=1)
+    ctx = hpcgnn.comm.initialize(layout="servers=0,samplers=0,trainers=1", ranks_per_node=1)
     assert ctx.num_nodes == size and ctx.node_id == world.Get_rank()
     assert ctx.local_rank == 0 and ctx.local_size == 1
     assert ctx.role_comm.Get_size() == size
@@ -43,7 +44,7 @@ def test_virtual_nodes_one_rank_each():
 def test_two_virtual_nodes_three_roles():
     if world.Get_size() != 4:
         pytest.skip("needs exactly 4 ranks")
-    ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
     assert ctx.num_nodes == 2
     assert ctx.node_id == world.Get_rank() // 2
     assert ctx.role == ("server" if world.Get_rank() % 2 == 0 else "trainer")
@@ -58,7 +59,7 @@ def test_two_virtual_nodes_three_roles():
 def test_separate_mode():
     if world.Get_size() != 4:
         pytest.skip("needs exactly 4 ranks")
-    ctx = hpcgnn.initialize(layout="server_nodes=1,servers=1,samplers=1,trainers=2", ranks_per_node=2)
+    ctx = hpcgnn.comm.initialize(layout="server_nodes=1,servers=1,samplers=1,trainers=2", ranks_per_node=2)
     expect = ["server", "sampler", "trainer", "trainer"][world.Get_rank()]
     assert ctx.role == expect
     ctx.finalize()
@@ -68,7 +69,7 @@ def test_separate_mode():
 def test_layout_that_does_not_fit_fails_everywhere_with_same_message():
     size = world.Get_size()
     with pytest.raises(LayoutError) as info:
-        hpcgnn.initialize(layout=f"servers=1,samplers=1,trainers={size}")
+        hpcgnn.comm.initialize(layout=f"servers=1,samplers=1,trainers={size}")
     messages = world.allgather(str(info.value))
     assert len(set(messages)) == 1
     assert "does not fit" in messages[0]
@@ -77,13 +78,13 @@ def test_layout_that_does_not_fit_fails_everywhere_with_same_message():
 @pytest.mark.mpi(min_size=2)
 def test_bad_ranks_per_node_rejected_on_all_ranks():
     with pytest.raises(LayoutError, match="HPCGNN_RANKS_PER_NODE"):
-        hpcgnn.initialize(ranks_per_node=0)
+        hpcgnn.comm.initialize(ranks_per_node=0)
     world.Barrier()
 
 
 @pytest.mark.mpi(min_size=2)
 def test_finalize_frees_tracked_windows_in_reverse_order():
-    ctx = hpcgnn.initialize(layout="servers=0,samplers=0,trainers=1", ranks_per_node=1)
+    ctx = hpcgnn.comm.initialize(layout="servers=0,samplers=0,trainers=1", ranks_per_node=1)
     freed = []
 
     class Res:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import hpcgnn
+import hpcgnn.comm
 from hpcgnn.comm import rowstore as rs
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.comm.windows import RowStore
@@ -22,7 +23,7 @@ SETUPS = [(None, "host"), (1, "host"), (2, "node"), (1, "node")]
 
 
 def _ctx(rpn):
-    return hpcgnn.initialize(layout="servers=0,samplers=0,trainers=rest", ranks_per_node=rpn)
+    return hpcgnn.comm.initialize(layout="servers=0,samplers=0,trainers=rest", ranks_per_node=rpn)
 
 
 def _bounds(nrows, size):

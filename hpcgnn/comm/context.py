@@ -50,6 +50,8 @@ class Context:
             self._role_of.append(plan[k][seen.get(k, 0)])
             seen[k] = seen.get(k, 0) + 1
         self._resources: list = []
+        self._finalize_hooks: list = []
+        self.service = None               # set by hpcgnn.initialize (hpcgnn.graph.service)
         self._comms = [node_role_comm, role_comm, node_comm]
         self.finalized = False
 
@@ -87,10 +89,17 @@ class Context:
         self._resources.append(resource)
         return resource
 
+    def on_finalize(self, fn) -> None:
+        """Run ``fn()`` at the start of :meth:`finalize`, before the world barrier
+        (e.g. trainers releasing the servers from their command loop)."""
+        self._finalize_hooks.append(fn)
+
     def finalize(self) -> None:
         """Collective over the world: free tracked resources, then communicators."""
         if self.finalized:
             return
+        while self._finalize_hooks:
+            self._finalize_hooks.pop(0)()
         self.world.Barrier()
         while self._resources:
             self._resources.pop().free()

@@ -431,14 +431,16 @@ class RowStore:
             dt.Free()
 
     # ------------------------------------------------------------------ sync, lifetime
-    def barrier(self) -> None:
-        """Collective over the world: every write issued before it (``local_rows``
-        stores, ``scatter``, ``accumulate``) is visible to every read after it."""
+    def barrier(self, comm=None) -> None:
+        """Collective over the world (or over ``comm``, a group of readers and writers,
+        e.g. the trainers while the owners serve): every write issued before it
+        (``local_rows`` stores, ``scatter``, ``accumulate``) by a rank of that group is
+        visible to every read after it by a rank of that group."""
         self._check_open()
         for w in self._windows():
             w.Flush_all()
             w.Sync()
-        self._world.Barrier()
+        (self._world if comm is None else comm).Barrier()
         for w in self._windows():
             w.Sync()
 

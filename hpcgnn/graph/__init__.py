@@ -1,4 +1,10 @@
-"""Distributed graph objects (issue 4 adds DistGraph, DistTensor, DistEmbedding)."""
+"""Distributed graph objects with DGL's names: DistGraph, DistTensor, the partition
+book and policies, node/edge splits."""
+from .dist_graph import DistGraph
+from .dist_tensor import DistTensor
 from .partition_book import RangePartitionBook
+from .policy import PartitionPolicy, map_to_homo_nid, map_to_per_ntype
+from .split import edge_split, node_split
 
-__all__ = ["RangePartitionBook"]
+__all__ = ["DistGraph", "RangePartitionBook", "PartitionPolicy", "DistTensor", "node_split", "edge_split",
+           "map_to_per_ntype", "map_to_homo_nid"]

@@ -98,6 +98,46 @@ class RangePartitionBook:
         """Position of each (owned) edge id in partition ``partid``'s edge arrays."""
         return np.asarray(eids, dtype=np.int64) - self.edge_ranges[partid, 0]
 
+    # -- type mapping (homogeneous: one node type, one edge type) -------------------
+    def map_to_per_ntype(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """``(type ids, per-type ids)`` of homogeneous node ids: with one node type,
+        every type id is 0 and per-type ids are the ids themselves."""
+        ids = np.asarray(ids, dtype=np.int64)
+        self._lookup(self._nb, ids, "node")
+        return np.zeros(ids.shape, dtype=np.int64), ids.copy()
+
+    def map_to_per_etype(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """Edge counterpart of :meth:`map_to_per_ntype`."""
+        ids = np.asarray(ids, dtype=np.int64)
+        self._lookup(self._eb, ids, "edge")
+        return np.zeros(ids.shape, dtype=np.int64), ids.copy()
+
+    def map_to_homo_nid(self, ids, ntype: str) -> np.ndarray:
+        """Homogeneous node ids of per-type ids of ``ntype`` (the identity here)."""
+        if ntype != self.ntype:
+            raise ValueError(f"unknown node type {ntype!r}; this partition book has {self.ntypes}")
+        ids = np.asarray(ids, dtype=np.int64)
+        self._lookup(self._nb, ids, "node")
+        return ids.copy()
+
+    def map_to_homo_eid(self, ids, etype: str) -> np.ndarray:
+        """Homogeneous edge ids of per-type ids of ``etype`` (the identity here)."""
+        if etype != self.etype:
+            raise ValueError(f"unknown edge type {etype!r}; this partition book has {self.etypes}")
+        ids = np.asarray(ids, dtype=np.int64)
+        self._lookup(self._eb, ids, "edge")
+        return ids.copy()
+
+    @property
+    def node_boundaries(self) -> np.ndarray:
+        """``P + 1`` node id boundaries (partition ``p``: ``[b[p], b[p+1])``)."""
+        return self._nb.copy()
+
+    @property
+    def edge_boundaries(self) -> np.ndarray:
+        """``P + 1`` edge id boundaries."""
+        return self._eb.copy()
+
     @property
     def ntypes(self) -> list[str]:
         return [self.ntype]

@@ -31,3 +31,13 @@ def unique_inverse(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inv = np.empty(len(s), dtype=np.int64)
     inv[order] = np.cumsum(keep) - 1
     return s[keep], inv
+
+
+def unique_counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Independent: (sorted unique values, how often each occurs)."""
+    s = np.sort(np.asarray(x).reshape(-1))
+    if len(s) == 0:
+        return s, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    counts = np.diff(np.append(starts, len(s)))
+    return s[starts], counts

@@ -6,6 +6,7 @@ import sys
 import time
 
 import hpcgnn
+import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI
 
 mode = sys.argv[1]
@@ -19,7 +20,7 @@ if mode == "raise-before-init":
     world.Barrier()
     sys.exit(0)
 
-ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
 if rank == bad:
     if mode == "raise":
         raise ValueError("trainer exploded")

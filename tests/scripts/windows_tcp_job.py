@@ -4,11 +4,12 @@ barrier (which keeps osc pt2pt progressing) while trainers read and write them."
 import numpy as np
 
 import hpcgnn
+import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.comm.windows import RowStore
 
 world = MPI.COMM_WORLD
-ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
 N, D = 4000, 8
 st = RowStore.create(ctx, "feat", [0, 1500, N], (D,), np.float32)   # owners: the servers
 full = np.arange(N * D, dtype=np.float32).reshape(N, D)

@@ -1,0 +1,242 @@
+"""``DistGraph``: a partitioned graph served from MPI windows, with DGL's names.
+
+Distributed mode: under the launch, after :func:`hpcgnn.initialize`, on trainers::
+
+    ctx = hpcgnn.initialize(layout="servers=1,trainers=rest", part_config="parts/g.json")
+    g = DistGraph("g")                         # the graph the servers loaded
+    x = g.ndata["feat"][torch.tensor([5, 1, 5])]  # rows wherever they live, in order
+
+Standalone mode (one process, every partition loaded locally; debugging, tests)::
+
+    g = DistGraph("g", part_config="parts/g.json")
+
+All reads are one-sided (see :mod:`hpcgnn.comm.windows`): local partitions are read
+from shared memory, others with RMA, never waiting for the owner's Python code.
+"""
+from __future__ import annotations
+
+import os
+from collections import namedtuple
+
+import numpy as np
+import torch
+
+from ..comm.agree import agreed
+from ..errors import InputError
+from .dist_tensor import DistTensor
+
+Edges = namedtuple("Edges", ["src", "dst", "eid"])
+
+
+def expand_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Independent: ``concatenate([arange(s, e) for s, e in zip(starts, ends)])``,
+    vectorised."""
+    lens = (ends - starts).astype(np.int64)
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offs = np.repeat(np.cumsum(lens) - lens, lens)
+    return np.repeat(starts.astype(np.int64), lens) + (np.arange(total, dtype=np.int64) - offs)
+
+
+def _ids(ids, n: int, what: str) -> np.ndarray:
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    a = np.asarray(ids)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if a.dtype.kind not in "iu" and not (a.size == 0):
+        raise InputError(f"{what}: ids must be integers, got dtype {a.dtype}")
+    a = a.astype(np.int64, copy=False).reshape(-1)
+    if a.size and (a.min() < 0 or a.max() >= n):
+        bad = int(a[(a < 0) | (a >= n)][0])
+        raise InputError(f"{what}: id {bad} is out of range [0, {n})")
+    return a
+
+
+class _DataView(dict):
+    """``g.ndata`` / ``g.edata``: name -> :class:`DistTensor` (read-only mapping)."""
+
+    def __setitem__(self, key, value):
+        raise InputError(f"DistGraph data: create a DistTensor instead of assigning {key!r}")
+
+
+class DistGraph:
+    """A partitioned graph; see the module doc.  Creation is collective over the
+    trainers (distributed mode) or independent (standalone)."""
+
+    def __init__(self, graph_name: str, part_config: str | None = None, *, ctx=None):
+        from ..launch import current_context
+
+        ctx = ctx if ctx is not None else current_context()
+        self.standalone = ctx is None
+        if ctx is None:
+            if part_config is None:
+                raise InputError(f"DistGraph {graph_name!r}: no hpcgnn.initialize() in this process and no "
+                                 "part_config= for standalone mode")
+            ctx = _standalone_context()
+        if not ctx.is_trainer:
+            raise InputError(f"DistGraph {graph_name!r}: created on a {ctx.role} rank; only trainers use graphs")
+        svc = ctx.service
+        tcomm = ctx.trainer_comm
+        if graph_name not in svc.graphs:
+            with agreed(tcomm):
+                if part_config is None:
+                    held = sorted(svc.graphs) or "none"
+                    raise InputError(f"DistGraph: no server holds a graph named {graph_name!r} (held: {held}); "
+                                     "pass part_config= or hpcgnn.initialize(part_config=...)")
+                from ..partition.config import read_config
+
+                cfg, _ = read_config(part_config)
+                if ctx.size > 1 and not ctx.ranks_of("server"):
+                    raise InputError(f"DistGraph {graph_name!r}: layout '{ctx.layout}' has no server rank "
+                                     "to hold the graph")
+                if cfg["num_parts"] > max(ctx.num_nodes, 1) and ctx.size > 1:
+                    raise InputError(f"{part_config}: {cfg['num_parts']} partitions but the launch has "
+                                     f"{ctx.num_nodes} node(s); one node serves each partition "
+                                     "(launch more nodes or set ranks_per_node)")
+            svc.call("load_graph", graph_name, os.path.abspath(part_config))
+        self._ctx = ctx
+        self._t = svc.graphs[graph_name]
+        self.graph_name = graph_name
+        t = self._t
+        self._part_id = min(ctx.node_id, t.num_parts - 1)
+        from .partition_book import RangePartitionBook
+
+        self._book = RangePartitionBook(t.config, self._part_id)
+        self.ndata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:ndata:{k}")
+                                for k, st in t.ndata.items()})
+        self.edata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:edata:{k}")
+                                for k, st in t.edata.items()})
+
+    # -- sizes and types ---------------------------------------------------------
+    def num_nodes(self, ntype=None) -> int:
+        return self._t.num_nodes
+
+    def num_edges(self, etype=None) -> int:
+        return self._t.num_edges
+
+    number_of_nodes = num_nodes
+    number_of_edges = num_edges
+
+    @property
+    def ntypes(self) -> list[str]:
+        return [self._book.ntype]
+
+    @property
+    def etypes(self) -> list[str]:
+        return [self._book.etype]
+
+    @property
+    def canonical_etypes(self) -> list[tuple[str, str, str]]:
+        return [(self._book.ntype, self._book.etype, self._book.ntype)]
+
+    @property
+    def edge_dir(self) -> str:
+        """``'in'``: edges are stored with their destination (in-edge sampling)."""
+        return self._t.edge_dir
+
+    @property
+    def context(self):
+        return self._ctx
+
+    def node_attr_schemes(self) -> dict:
+        """Name -> ``(row shape, dtype)`` of every node feature."""
+        return {k: (tuple(v.shape[1:]), v.dtype) for k, v in self.ndata.items()}
+
+    def edge_attr_schemes(self) -> dict:
+        return {k: (tuple(v.shape[1:]), v.dtype) for k, v in self.edata.items()}
+
+    def get_partition_book(self):
+        """The :class:`RangePartitionBook`; ``partid`` is this trainer's partition."""
+        return self._book
+
+    def get_partition_config(self) -> dict:
+        return self._t.config
+
+    @property
+    def local_partition(self):
+        """This trainer's partition, read from node-shared memory (zero copies):
+        ``indptr`` (local offsets), ``indices`` (global ids), node range."""
+        t, p = self._t, self._part_id
+        ns, ne = int(t.node_bounds[p]), int(t.node_bounds[p + 1])
+        es, ee = int(t.edge_bounds[p]), int(t.edge_bounds[p + 1])
+        csr = t.csr.gather(np.arange(ns, ne)) if ne > ns else np.zeros((0, 2), np.int64)
+        indptr = np.append(csr[:, 0], es if ne == ns else csr[-1, 1]) - es
+        return {"part_id": p, "node_range": (ns, ne), "edge_range": (es, ee), "indptr": indptr,
+                "indices": t.indices.gather(np.arange(es, ee))}
+
+    def barrier(self) -> None:
+        """Collective over the trainers."""
+        self._ctx.trainer_comm.Barrier()
+
+    # -- structure ---------------------------------------------------------------
+    def _csr_rows(self, nodes: np.ndarray) -> np.ndarray:
+        return self._t.csr.gather(nodes) if len(nodes) else np.zeros((0, 2), np.int64)
+
+    def _stored_degree(self, v):
+        n = _ids(v, self._t.num_nodes, "degrees")
+        rows = self._csr_rows(n)
+        return torch.from_numpy(rows[:, 1] - rows[:, 0])
+
+    def _other_degree(self, v):
+        n = _ids(v, self._t.num_nodes, "degrees")
+        return torch.from_numpy(self._t.rev_degree.gather(n) if len(n) else np.zeros(0, np.int64))
+
+    def in_degrees(self, v=None):
+        """In-degree of each node in ``v`` (all nodes when ``None``)."""
+        v = np.arange(self._t.num_nodes) if v is None else v
+        return self._stored_degree(v) if self.edge_dir == "in" else self._other_degree(v)
+
+    def out_degrees(self, v=None):
+        v = np.arange(self._t.num_nodes) if v is None else v
+        return self._stored_degree(v) if self.edge_dir == "out" else self._other_degree(v)
+
+    def find_edges(self, eids):
+        """``(src, dst)`` of each edge id, as torch tensors."""
+        e = _ids(eids, self._t.num_edges, "find_edges")
+        other = self._t.indices.gather(e) if len(e) else np.zeros(0, np.int64)
+        owner = self._t.owner.gather(e) if len(e) else np.zeros(0, np.int64)
+        src, dst = (other, owner) if self.edge_dir == "in" else (owner, other)
+        return torch.from_numpy(src), torch.from_numpy(dst)
+
+    def _stored_subgraph(self, nodes) -> Edges:
+        n = _ids(nodes, self._t.num_nodes, "subgraph")
+        rows = self._csr_rows(n)
+        eids = expand_ranges(rows[:, 0], rows[:, 1])
+        owner = np.repeat(n, rows[:, 1] - rows[:, 0])
+        other = self._t.indices.gather(eids) if len(eids) else np.zeros(0, np.int64)
+        src, dst = (other, owner) if self.edge_dir == "in" else (owner, other)
+        return Edges(torch.from_numpy(src), torch.from_numpy(dst), torch.from_numpy(eids))
+
+    def in_subgraph(self, nodes) -> Edges:
+        """Every in-edge of ``nodes``: ``Edges(src, dst, eid)`` (global ids, torch)."""
+        if self.edge_dir != "in":
+            raise InputError(f"DistGraph {self.graph_name!r}: in_subgraph needs a graph partitioned with "
+                             "edge_dir='in' (this one stores out-edges; use out_subgraph)")
+        return self._stored_subgraph(nodes)
+
+    def out_subgraph(self, nodes) -> Edges:
+        """Every out-edge of ``nodes`` (graphs partitioned with ``edge_dir='out'``)."""
+        if self.edge_dir != "out":
+            raise InputError(f"DistGraph {self.graph_name!r}: out_subgraph needs a graph partitioned with "
+                             "edge_dir='out' (this one stores in-edges; use in_subgraph)")
+        return self._stored_subgraph(nodes)
+
+    def __repr__(self):
+        return (f"DistGraph({self.graph_name!r}, num_nodes={self.num_nodes()}, num_edges={self.num_edges()}, "
+                f"parts={self._t.num_parts}, {'standalone' if self.standalone else 'distributed'})")
+
+
+def _standalone_context():
+    """A one-process context (this process is the only trainer and owns everything)."""
+    from ..comm.context import initialize as split_roles
+    from ..comm.mpi import MPI
+    from ..launch import _open_contexts
+    from .service import Service
+
+    ctx = split_roles(layout="servers=0,samplers=0,trainers=1", comm=MPI.COMM_SELF)
+    ctx.service = Service(ctx)
+    ctx.service.start_serving()
+    _open_contexts.append(ctx)
+    return ctx

@@ -1,0 +1,341 @@
+"""``DistTensor``: a tensor whose rows are sharded like the nodes or edges they describe.
+
+Storage is a :class:`~hpcgnn.comm.windows.RowStore`.  Partition ``p``'s rows live
+on the **first server rank of node ``p``** (one partition per node); nodes beyond
+the last partition hold no rows.  Every rank reads and writes any row by global id
+(one-sided, independent); owners must keep calling MPI meanwhile (servers blocked
+in a barrier or a control receive).
+
+Lifetime (no collective ever runs from ``__del__``):
+
+* ``free()`` is collective over ``ctx.world``.  For a non-persistent tensor it
+  releases the storage now (every handle of that name then raises on use) and
+  forgets the name; for a persistent tensor it only drops this handle: the storage
+  stays registered under its name and is released by ``ctx.finalize()``.
+* Deleting the Python object never communicates; storage not freed explicitly is
+  released by ``ctx.finalize()``.
+
+Names: the registry lives on the context (``ctx._tensors``).  Creating a tensor
+with a name that is registered returns a handle on the same storage (``init_func``
+is not called again); with another shape, dtype or row layout it raises the same
+:class:`~hpcgnn.errors.InputError` on every rank.  Unnamed tensors get a fresh
+name each (creation is collective, so every rank numbers them alike).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..comm.agree import agreed
+from ..comm.windows import RowStore
+from ..errors import InputError
+from .policy import PartitionPolicy
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def _np_dtype(dtype) -> np.dtype:
+    if torch is not None and isinstance(dtype, torch.dtype):
+        try:
+            return torch.empty(0, dtype=dtype).numpy().dtype
+        except TypeError:
+            raise InputError(f"DistTensor: dtype {dtype} has no NumPy equivalent") from None
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise InputError(f"DistTensor: unknown dtype {dtype!r}") from None
+
+
+def _torch_dtype(npdt: np.dtype):
+    if torch is None:
+        return None
+    try:
+        return torch.from_numpy(np.empty(0, dtype=npdt)).dtype
+    except TypeError:
+        return None
+
+
+def _registry(ctx) -> dict:
+    reg = getattr(ctx, "_tensors", None)
+    if reg is None:
+        reg = {}
+        ctx._tensors = reg
+        ctx._tensor_counter = 0
+    return reg
+
+
+def partition_owners(ctx, num_parts: int, what: str) -> list[int]:
+    """World rank holding each partition: the first server of node ``p``.  Raises
+    :class:`InputError` (same on every rank: pure function of the layout) when
+    there are fewer nodes than partitions or a node has no server."""
+    if num_parts > ctx.num_nodes:
+        raise InputError(f"{what}: {num_parts} partitions but the launch has {ctx.num_nodes} node(s); "
+                         "one node serves each partition (launch more nodes or set ranks_per_node)")
+    owners = []
+    for p in range(num_parts):
+        srv = ctx.ranks_of("server", node=p)
+        if not srv:
+            raise InputError(f"{what}: node {p} has no server rank to hold partition {p} "
+                             f"(layout '{ctx.layout}')")
+        owners.append(srv[0])
+    return owners
+
+
+class _Entry:
+    """One registered storage: the RowStore and what it was created as."""
+
+    def __init__(self, store, shape, npdt, bounds, persistent):
+        self.store, self.shape, self.npdt, self.bounds, self.persistent = store, shape, npdt, bounds, persistent
+
+
+def _served(ctx) -> bool:
+    svc = getattr(ctx, "service", None)
+    return bool(svc is not None and svc.serving and not svc.stopped and ctx.is_trainer
+                and svc.channel.followers)
+
+
+def create_entry(ctx, name, shape, dtype_str, bounds, owners, persistent) -> "_Entry":
+    """Collective over ``ctx.world``: allocate a tensor's storage and register it by name."""
+    npdt = np.dtype(dtype_str)
+    shape = tuple(shape)
+    bounds = np.asarray(bounds, dtype=np.int64)
+    store = RowStore.create(ctx, f"DistTensor:{name}", bounds, shape[1:], npdt, owners=list(owners))
+    entry = _Entry(store, shape, npdt, bounds, bool(persistent))
+    _registry(ctx)[name] = entry
+    return entry
+
+
+def free_entry(ctx, name) -> None:
+    """Collective over ``ctx.world``: release a registered tensor's storage."""
+    entry = _registry(ctx).pop(name, None)
+    if entry is not None:
+        entry.store.free()
+
+
+def _init_values(init_func, shape, dtype, expect, name):
+    vals = init_func(shape, dtype)
+    if hasattr(vals, "detach"):
+        vals = vals.detach().cpu().numpy()
+    vals = np.asarray(vals)
+    if vals.shape != tuple(expect):
+        raise InputError(f"DistTensor {name!r}: init_func returned shape {vals.shape}, expected {tuple(expect)}")
+    return vals
+
+
+#: rows a trainer initialises per init_func call (bounds its memory)
+INIT_CHUNK_BYTES = 64 << 20
+
+
+def _init_by_trainers(ctx, store, name, shape, dtype, init_func) -> None:
+    """Trainers (collective over them): fill the rows with ``init_func``, each trainer
+    an equal contiguous share, in chunks, written with one-sided puts."""
+    if init_func is None:
+        return
+    comm = ctx.trainer_comm
+    r, t = comm.Get_rank(), comm.Get_size()
+    lo, hi = shape[0] * r // t, shape[0] * (r + 1) // t
+    row_bytes = max(store.row_bytes, 1)
+    step = max(1, INIT_CHUNK_BYTES // row_bytes)
+    with agreed(comm):
+        for a in range(lo, hi, step):
+            b = min(hi, a + step)
+            vals = _init_values(init_func, (b - a,) + shape[1:], dtype, (b - a,) + shape[1:], name)
+            store.scatter(np.arange(a, b, dtype=np.int64), vals)
+
+
+class DistTensor:
+    """A ``shape`` tensor of ``dtype`` whose rows live on the servers (see module doc).
+
+    Collective over ``ctx.world``: every rank (servers included) calls it with the
+    same arguments.  ``part_policy``: a :class:`PartitionPolicy` whose id space has
+    ``shape[0]`` ids; rows of partition ``p`` go to node ``p``'s first server.
+    Without one, rows are cut into equal contiguous ranges, one per server rank.
+    ``init_func(shape, dtype)`` is called by each owner for its local rows
+    (``(local rows, *shape[1:])``) and must return an array/tensor of that shape;
+    rows start at zero without it.
+    """
+
+    def __init__(self, shape, dtype, name=None, init_func=None, part_policy=None, persistent=False, *, ctx=None):
+        if ctx is None:
+            from ..launch import current_context
+
+            ctx = current_context()
+        if ctx is None or getattr(ctx, "finalized", False):
+            raise InputError("DistTensor: needs an initialized, not finalized context (hpcgnn.initialize)")
+        served = _served(ctx)
+        # Served launch: the trainers alone call this; servers join through the
+        # command loop.  Otherwise every rank of the world calls it.
+        comm = ctx.trainer_comm if served else ctx.world
+        reg = _registry(ctx)
+        with agreed(comm):
+            shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+            if len(shape) < 1 or any(s < 0 for s in shape):
+                raise InputError(f"DistTensor {name!r}: shape {shape} must have at least one non-negative dim")
+            npdt = _np_dtype(dtype)
+            if part_policy is not None:
+                if not isinstance(part_policy, PartitionPolicy):
+                    raise InputError(f"DistTensor {name!r}: part_policy must be a PartitionPolicy, "
+                                     f"got {type(part_policy).__name__}")
+                if part_policy.get_size() != shape[0]:
+                    raise InputError(f"DistTensor {name!r}: shape[0]={shape[0]} but policy "
+                                     f"{part_policy.policy_str} has {part_policy.get_size()} ids")
+                bounds = part_policy.boundaries
+                owners = partition_owners(ctx, len(bounds) - 1, f"DistTensor {name!r}")
+            elif name is not None and str(name) in reg:
+                # a second handle on a named tensor keeps its row layout
+                bounds = reg[str(name)].bounds
+                owners = [int(o) for o in reg[str(name)].store._owners]
+            else:
+                servers = ctx.ranks_of("server") or ([0] if ctx.size == 1 else [])
+                if not servers:
+                    raise InputError(f"DistTensor {name!r}: the layout '{ctx.layout}' has no server rank "
+                                     "to hold rows")
+                k = len(servers)
+                bounds = np.array([shape[0] * i // k for i in range(k + 1)], dtype=np.int64)
+                owners = servers
+            if name is not None:
+                name = str(name)
+                old = reg.get(name)
+                if old is not None and (old.shape != shape or old.npdt != npdt
+                                        or not np.array_equal(old.bounds, bounds)):
+                    raise InputError(f"DistTensor {name!r}: already exists with shape {old.shape}, dtype "
+                                     f"{old.npdt}; asked for shape {shape}, dtype {npdt}"
+                                     + ("" if np.array_equal(old.bounds, bounds) else " and another row layout"))
+            mine = (name, shape, npdt.str, bounds.tolist(), bool(persistent))
+            ref = comm.bcast(mine, root=0)
+            if ref != mine:
+                raise InputError(f"DistTensor {name!r}: ranks disagree on (name, shape, dtype, rows, "
+                                 f"persistent): rank 0 has {ref}, rank {comm.Get_rank()} has {mine}")
+        if name is None:
+            ctx._tensor_counter += 1
+            name = f"__anonymous_{ctx._tensor_counter}"
+        entry = reg.get(name)
+        if entry is None:
+            spec = (name, shape, npdt.str, np.asarray(bounds).tolist(), list(owners), bool(persistent))
+            if served:
+                ctx.service.call("create_store", *spec)
+                entry = reg[name]
+                try:
+                    _init_by_trainers(ctx, entry.store, name, shape, dtype, init_func)
+                finally:
+                    entry.store.barrier(ctx.trainer_comm)
+            else:
+                entry = create_entry(ctx, *spec)
+                store = entry.store
+                try:
+                    with agreed(ctx.world):
+                        if init_func is not None and store.local_rows.shape[0]:
+                            lo, hi = store.local_range
+                            store.local_rows[...] = _init_values(init_func, (hi - lo,) + shape[1:], dtype,
+                                                                 store.local_rows.shape, name)
+                    store.barrier()
+                except BaseException:
+                    del reg[name]
+                    store.free()
+                    raise
+        self._ctx = ctx
+        self._entry = entry
+        self._store = entry.store
+        self._name = name
+        self._shape = shape
+        self._npdt = npdt
+        self._dtype = dtype if (torch is not None and isinstance(dtype, torch.dtype)) else (_torch_dtype(npdt) or npdt)
+        self._policy = part_policy
+        self._persistent = entry.persistent
+        self._released = False
+
+    @classmethod
+    def from_store(cls, ctx, store: RowStore, name: str, part_policy=None) -> "DistTensor":
+        """Independent: a handle on an existing :class:`RowStore` (e.g. a loaded
+        graph's feature table).  Not registered by name and persistent: ``free()``
+        drops the handle only; whoever created the store frees it."""
+        self = cls.__new__(cls)
+        self._ctx = ctx
+        self._entry = _Entry(store, tuple(store.shape), store.dtype, np.asarray(store._bounds), True)
+        self._store = store
+        self._name = str(name)
+        self._shape = tuple(store.shape)
+        self._npdt = store.dtype
+        self._dtype = _torch_dtype(store.dtype) or store.dtype
+        self._policy = part_policy
+        self._persistent = True
+        self._released = False
+        return self
+
+    # -- facts -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def dtype(self):
+        """The torch dtype (the NumPy dtype when torch has none)."""
+        return self._dtype
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def part_policy(self):
+        return self._policy
+
+    @property
+    def persistent(self) -> bool:
+        return self._persistent
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        return f"DistTensor({self._name!r}, shape={self._shape}, dtype={self._dtype})"
+
+    def _open_store(self):
+        if self._released or self._store._freed:
+            raise InputError(f"DistTensor {self._name!r}: the tensor has been freed")
+        return self._store
+
+    # -- rows --------------------------------------------------------------------
+    def __getitem__(self, ids):
+        """Independent: rows of the global ``ids`` (torch/NumPy ints, 1-D, any order,
+        repeats allowed), in the order asked, as a torch tensor (NumPy when torch
+        cannot hold the dtype)."""
+        rows = self._open_store().gather(ids)
+        if torch is not None and _torch_dtype(self._npdt) is not None:
+            return torch.from_numpy(rows)
+        return rows
+
+    def __setitem__(self, ids, values) -> None:
+        """Independent: write ``values[i]`` into row ``ids[i]`` (last wins on repeats);
+        complete at the owner on return, visible to others after :meth:`barrier`."""
+        self._open_store().scatter(ids, values)
+
+    def barrier(self) -> None:
+        """Collective over the trainers (served launch) or the world: writes before it
+        are visible to reads after."""
+        st = self._open_store()
+        if _served(self._ctx):
+            st.barrier(self._ctx.trainer_comm)
+        else:
+            st.barrier()
+
+    def free(self) -> None:
+        """Collective over the trainers (served launch) or the world (see the module
+        doc for persistent tensors)."""
+        if self._released:
+            return
+        self._released = True
+        if self._persistent:
+            return
+        reg = _registry(self._ctx)
+        if reg.get(self._name) is not self._entry:
+            return
+        if _served(self._ctx):
+            self._ctx.service.call("free_store", self._name)
+        else:
+            free_entry(self._ctx, self._name)
+
+
+__all__ = ["DistTensor", "partition_owners"]

@@ -1,0 +1,124 @@
+"""The server side of a launch: what servers (and samplers) do on command.
+
+Every rank holds one :class:`Service` (created by :func:`hpcgnn.initialize`).  The
+trainers drive it: a collective operation such as loading a graph or creating a
+DistTensor is started by the trainers with :meth:`Service.call`; the leader trainer
+sends the command to every follower (server or sampler), and then every rank of the
+world runs the same operation, so its MPI collectives line up.  Followers wait in
+:meth:`Service.serve` — a blocking receive, which keeps MPI progressing for the
+one-sided reads aimed at their memory — until the trainers shut the service down.
+
+Commands are checked on the trainers before they are sent, so a follower only ever
+runs a command that is valid; anything that still fails on a follower aborts the job
+(see :mod:`hpcgnn.comm.failure`) rather than leaving the trainers waiting.
+"""
+from __future__ import annotations
+
+from ..comm.control import SHUTDOWN, ControlChannel
+from ..errors import InputError
+
+
+class Service:
+    """Collective over ``ctx.world`` to create."""
+
+    #: Operations a command may name (each is a method ``op_<name>``).
+    OPS = ("load_graph", "free_graph", "barrier", "call_registered", "create_store", "free_store")
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.channel = ControlChannel(ctx)
+        self.graphs: dict[str, object] = {}
+        self.registered: dict[str, object] = {}
+        self.serving = False
+        self.stopped = False
+        ctx.track(self.channel)
+        ctx.on_finalize(self._finalize_hook)
+
+    # -- trainers ----------------------------------------------------------------
+    def call(self, op: str, *args):
+        """Trainers, collective over the trainer communicator: run ``op`` on every rank.
+
+        With followers waiting in :meth:`serve`, the leader sends them the command;
+        otherwise (all ranks are in the same code path, e.g. right after initialize)
+        every rank must call ``op`` itself."""
+        if op not in self.OPS:
+            raise InputError(f"Service: unknown operation {op!r}")
+        if self.ctx.is_trainer and self.serving and self.channel.is_leader:
+            self.channel.send(op, *args)
+        return getattr(self, "op_" + op)(*args)
+
+    def start_serving(self) -> None:
+        """Collective over the world: from now on followers wait for commands."""
+        self.serving = True
+
+    def shutdown(self) -> None:
+        """Trainers, collective over the trainers: release the followers from serve()."""
+        if self.stopped:
+            return
+        if self.serving:
+            self.ctx.trainer_comm.Barrier()
+            if self.channel.is_leader:
+                self.channel.send(SHUTDOWN)
+        self.stopped = True
+
+    # -- followers -----------------------------------------------------------------
+    def serve(self) -> None:
+        """Followers: run the leader's commands until it says shutdown."""
+        self.serving = True
+        while True:
+            op, args = self.channel.recv()
+            if op == SHUTDOWN:
+                self.stopped = True
+                return
+            if op not in self.OPS:
+                raise RuntimeError(f"hpcgnn service: unknown command {op!r} from the leader trainer")
+            getattr(self, "op_" + op)(*args)
+
+    # -- operations (run on every rank of the world) ----------------------------------
+    def op_load_graph(self, name: str, config_path: str):
+        from .tables import GraphTables
+        from .dist_tensor import partition_owners
+
+        if name in self.graphs:
+            return self.graphs[name]
+        from ..partition.config import read_config
+
+        cfg, _ = read_config(config_path)
+        if self.ctx.size == 1 or not self.ctx.ranks_of("server"):
+            owners = [self.ctx.ranks_of("trainer")[0]] * int(cfg["num_parts"])
+        else:
+            owners = partition_owners(self.ctx, int(cfg["num_parts"]), f"graph {name!r}")
+        self.graphs[name] = GraphTables(self.ctx, name, config_path, owners)
+        return self.graphs[name]
+
+    def op_free_graph(self, name: str):
+        g = self.graphs.pop(name, None)
+        if g is not None:
+            g.free()
+
+    def op_create_store(self, name, shape, dtype_str, bounds, owners, persistent):
+        """A DistTensor's storage (trainers then fill it and meet in a barrier)."""
+        from .dist_tensor import create_entry
+
+        create_entry(self.ctx, name, shape, dtype_str, bounds, owners, persistent)
+
+    def op_free_store(self, name):
+        from .dist_tensor import free_entry
+
+        free_entry(self.ctx, name)
+
+    def op_barrier(self):
+        self.ctx.world.Barrier()
+
+    def op_call_registered(self, key: str, *args):
+        """Run a function registered with :meth:`register` (same key on every rank)."""
+        return self.registered[key](*args)
+
+    def register(self, key: str, fn) -> None:
+        """Independent: make ``fn`` callable through ``call('call_registered', key, ...)``.
+        Register the same keys on every rank, before serving."""
+        self.registered[key] = fn
+
+    def _finalize_hook(self) -> None:
+        if self.ctx.is_trainer:
+            self.shutdown()

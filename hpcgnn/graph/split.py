@@ -1,0 +1,178 @@
+"""``node_split`` / ``edge_split``: each trainer's share of a masked id set.
+
+Independent (no communication) and deterministic: every trainer computes its own
+share from the mask, the partition book, its trainer rank and the trainer count.
+Together the shares of trainers ``0 .. num_trainers-1`` cover the masked ids exactly
+once.
+
+**Trainers and partitions.**  Trainer ``i`` of ``T`` sits on partition
+``home(i) = i * P // T`` (``P`` partitions), i.e. trainer ranks are dealt to
+partitions in order, as the launch places them: with ``t`` trainers per node and
+node ``p`` serving partition ``p``, trainers ``p*t .. p*t+t-1`` are on partition
+``p``.
+
+**force_even=True** (default, DGL's behaviour): the masked ids, in ascending order
+(which is partition order, since partitions are id ranges), are cut into ``T``
+contiguous blocks; trainer ``i`` gets positions ``[i*M//T, (i+1)*M//T)`` of the
+``M`` masked ids.  Share sizes differ by at most one.  Because blocks follow
+partition order, a trainer's block comes from its own partition as far as the
+masked ids are spread over partitions like the trainers are; the rest spills
+into the neighbouring partition.
+
+**force_even=False**: partition ``p``'s masked ids go to the trainers whose home
+is ``p``, cut into contiguous blocks the same way (so every id is local to its
+trainer); a partition no trainer calls home (``T < P``) goes to trainer
+``p * T // P``.  Shares can then be unequal.
+
+**node_trainer_ids** (an int array or DistTensor of length ``N``, values in
+``[0, T)``): trainer ``i`` gets exactly the masked ids ``j`` with
+``node_trainer_ids[j] == i`` (``force_even`` is then ignored).
+
+The mask is a NumPy boolean array of length ``N`` or a 1-D :class:`DistTensor`
+(nonzero means selected).  It is read in chunks of :data:`CHUNK` ids, at most
+twice; memory is one chunk plus the result, never an array of all masked ids.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .policy import PartitionPolicy
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+#: Ids of the mask read at a time.
+CHUNK = 1 << 20
+
+
+def _result(ids: np.ndarray):
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    return torch.from_numpy(ids) if torch is not None else ids
+
+
+def _reader(arr, n: int, what: str):
+    """A function ``(start, stop) -> 1-D array`` over a NumPy array or DistTensor."""
+    from .dist_tensor import DistTensor
+
+    if isinstance(arr, DistTensor):
+        if len(arr.shape) != 1 and not (len(arr.shape) == 2 and arr.shape[1] == 1):
+            raise InputError(f"{what}: a DistTensor mask must be 1-D (or N x 1), got shape {arr.shape}")
+        if arr.shape[0] != n:
+            raise InputError(f"{what}: has {arr.shape[0]} rows, the id space has {n}")
+
+        def read(a, b):
+            rows = arr[np.arange(a, b, dtype=np.int64)]
+            rows = rows.numpy() if hasattr(rows, "numpy") else np.asarray(rows)
+            return rows.reshape(-1)
+        return read
+    if hasattr(arr, "detach") and hasattr(arr, "numpy"):
+        arr = arr.detach().cpu().numpy()
+    arr = np.asarray(arr)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise InputError(f"{what}: must be a 1-D array of length {n}, got shape {arr.shape}")
+    return lambda a, b: arr[a:b]
+
+
+def _chunks(n: int):
+    for a in range(0, n, CHUNK):
+        yield a, min(n, a + CHUNK)
+
+
+def _masked_in(read, lo: int, hi: int, pos_lo: int, pos_hi: int, before: int = 0) -> np.ndarray:
+    """Masked ids of ``[lo, hi)`` whose position among masked ids (counting from
+    ``before`` at ``lo``) is in ``[pos_lo, pos_hi)``; reads chunk by chunk, counting
+    first and collecting only the chunks that overlap."""
+    out, seen = [], before
+    if pos_hi <= pos_lo:
+        return np.empty(0, dtype=np.int64)
+    for a in range(lo, hi, CHUNK):
+        b = min(hi, a + CHUNK)
+        m = np.asarray(read(a, b)) != 0
+        c = int(np.count_nonzero(m))
+        if seen + c > pos_lo and seen < pos_hi:
+            nz = np.flatnonzero(m) + a
+            out.append(nz[max(0, pos_lo - seen):pos_hi - seen])
+        seen += c
+        if seen >= pos_hi:
+            break
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
+def _count(read, lo: int, hi: int) -> int:
+    return sum(int(np.count_nonzero(np.asarray(read(a, b)) != 0)) for a in range(lo, hi, CHUNK)
+               for b in [min(hi, a + CHUNK)])
+
+
+def trainer_home(rank: int, num_trainers: int, num_parts: int) -> int:
+    """The partition trainer ``rank`` sits on: ``rank * P // T``."""
+    return rank * num_parts // num_trainers
+
+
+def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, num_trainers, what):
+    if num_trainers is None or rank is None:
+        raise InputError(f"{what}: pass rank= and num_trainers= (the trainer rank and count)")
+    rank, num_trainers = int(rank), int(num_trainers)
+    if num_trainers < 1 or not 0 <= rank < num_trainers:
+        raise InputError(f"{what}: rank {rank} outside [0, num_trainers={num_trainers})")
+    n = policy.get_size()
+    read = _reader(mask, n, f"{what}: the mask")
+    bounds = policy.boundaries
+    P = len(bounds) - 1
+
+    if trainer_ids is not None:
+        tread = _reader(trainer_ids, n, f"{what}: the trainer ids")
+        out = []
+        for a, b in _chunks(n):
+            m = np.asarray(read(a, b)) != 0
+            t = np.asarray(tread(a, b))
+            if t.dtype.kind not in "iu":
+                raise InputError(f"{what}: trainer ids must be integers, got {t.dtype}")
+            tm = t[m]
+            if tm.size and (tm.min() < 0 or tm.max() >= num_trainers):
+                raise InputError(f"{what}: a masked id has trainer id outside [0, {num_trainers})")
+            out.append(np.flatnonzero(m & (t == rank)) + a)
+        return _result(np.concatenate(out) if out else np.empty(0, np.int64))
+
+    if force_even:
+        M = _count(read, 0, n)
+        lo, hi = rank * M // num_trainers, (rank + 1) * M // num_trainers
+        return _result(_masked_in(read, 0, n, lo, hi))
+
+    # force_even=False: partition-local shares
+    homes = np.array([trainer_home(i, num_trainers, P) for i in range(num_trainers)])
+    out = []
+    for p in range(P):
+        group = np.flatnonzero(homes == p)
+        if group.size == 0:
+            group = np.array([p * num_trainers // P])
+        if rank not in group:
+            continue
+        j, g = int(np.flatnonzero(group == rank)[0]), len(group)
+        lo_id, hi_id = int(bounds[p]), int(bounds[p + 1])
+        M = _count(read, lo_id, hi_id) if g > 1 else None
+        if g == 1:
+            out.append(_masked_in(read, lo_id, hi_id, 0, hi_id - lo_id))
+        else:
+            out.append(_masked_in(read, lo_id, hi_id, j * M // g, (j + 1) * M // g))
+    return _result(np.concatenate(out) if out else np.empty(0, np.int64))
+
+
+def node_split(nodes_mask, partition_book, ntype: str = "_N", force_even: bool = True,
+               node_trainer_ids=None, *, rank: int, num_trainers: int):
+    """Trainer ``rank``'s share (sorted int64 ids, a torch tensor) of the nodes
+    selected by ``nodes_mask``; see the module doc for the rules."""
+    policy = PartitionPolicy(f"node:{ntype}", partition_book)
+    return _split(nodes_mask, policy, force_even, node_trainer_ids, rank, num_trainers, "node_split")
+
+
+def edge_split(edges_mask, partition_book, etype: str = "_E", force_even: bool = True,
+               edge_trainer_ids=None, *, rank: int, num_trainers: int):
+    """Edge counterpart of :func:`node_split` (the mask is over edge ids)."""
+    policy = PartitionPolicy(f"edge:{etype}", partition_book)
+    return _split(edges_mask, policy, force_even, edge_trainer_ids, rank, num_trainers, "edge_split")
+
+
+__all__ = ["node_split", "edge_split", "trainer_home", "CHUNK"]

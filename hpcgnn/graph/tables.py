@@ -1,0 +1,112 @@
+"""A partitioned graph held in MPI windows: its structure and its data, as row tables.
+
+Loaded collectively by every rank of the launch; the owner of partition ``p`` (the
+first server of node ``p``, or the single process in standalone mode) reads
+``/part{p}`` from the HDF5 file and fills its rows.  Tables, all indexed by global
+(new) ids:
+
+==============  ===============  ==========================================
+table           rows             row
+==============  ===============  ==========================================
+``csr``         nodes            ``[first, end)`` global edge ids of the node's stored edges
+``indices``     edges            the other endpoint of the edge
+``owner``       edges            the owner endpoint (destination for in-edges)
+``rev_degree``  nodes            degree in the other direction (out-degree for in-edges)
+node data       nodes            one table per ``/part{p}/node/<name>``
+edge data       edges            one table per ``/part{p}/edge/<name>``
+==============  ===============  ==========================================
+
+Edge ``e`` of partition ``p`` sits at position ``e - edge_start[p]`` of that
+partition's CSR, so ``csr`` rows are global edge ids and sampling needs nothing else.
+"""
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+
+from ..comm.windows import RowStore
+from ..partition.arrays import unique_counts
+from ..partition.config import read_config
+from .partition_book import RangePartitionBook
+
+
+class GraphTables:
+    """Every rank's handle on a loaded graph (collective to create and to free)."""
+
+    def __init__(self, ctx, name: str, config_path: str, owners: list[int]):
+        self.name = name
+        self.config_path = os.path.abspath(config_path)
+        self.config, base = read_config(config_path)
+        self.h5_path = os.path.join(base, self.config["h5_file"])
+        self.book = RangePartitionBook(self.config, 0)
+        self.num_parts = self.book.num_partitions()
+        self.edge_dir = self.config.get("edge_dir", "in")
+        self.owners = list(owners)
+        nb = np.append(self.book.node_ranges[:, 0], self.book.node_ranges[-1, 1])
+        eb = np.append(self.book.edge_ranges[:, 0], self.book.edge_ranges[-1, 1])
+        self.node_bounds, self.edge_bounds = nb, eb
+        rank = ctx.rank
+        mine = [p for p in range(self.num_parts) if self.owners[p] == rank]
+
+        def table(what, bounds, row_shape, dtype):
+            return RowStore.create(ctx, f"{name}:{what}", bounds, row_shape, dtype, owners=self.owners)
+
+        self.csr = table("csr", nb, (2,), np.int64)
+        self.indices = table("indices", eb, (), np.int64)
+        self.owner = table("owner", eb, (), np.int64)
+        self.rev_degree = table("rev_degree", nb, (), np.int64)
+        self.ndata = {k: table(f"ndata:{k}", nb, tuple(v["shape"]), np.dtype(v["dtype"]))
+                      for k, v in sorted(self.config.get("node_feats", {}).items())}
+        self.edata = {k: table(f"edata:{k}", eb, tuple(v["shape"]), np.dtype(v["dtype"]))
+                      for k, v in sorted(self.config.get("edge_feats", {}).items())}
+        if mine:
+            self._fill(mine)
+        self.csr.barrier()
+        # degree in the other direction: every owner counts its stored endpoints
+        if mine:
+            lo, hi = self.indices.local_range
+            ids, counts = unique_counts(self.indices.local_rows[: hi - lo])
+            self.rev_degree.accumulate(ids, counts.astype(np.int64), op="sum")
+        self.rev_degree.barrier()
+
+    def _fill(self, parts: list[int]) -> None:
+        """Owner: copy my partitions' rows from the HDF5 file into my window memory."""
+        nrow0 = erow0 = 0
+        with h5py.File(self.h5_path, "r") as f:
+            for p in parts:
+                g = f[f"part{p}"]
+                ns, ne = int(self.node_bounds[p]), int(self.node_bounds[p + 1])
+                es, ee = int(self.edge_bounds[p]), int(self.edge_bounds[p + 1])
+                n, e = ne - ns, ee - es
+                indptr = g["csr/indptr"][:]
+                csr = self.csr.local_rows[nrow0:nrow0 + n]
+                csr[:, 0] = es + indptr[:-1]
+                csr[:, 1] = es + indptr[1:]
+                if e:
+                    g["csr/indices"].read_direct(self.indices.local_rows[erow0:erow0 + e])
+                    own = self.owner.local_rows[erow0:erow0 + e]
+                    own[:] = np.repeat(np.arange(ns, ne, dtype=np.int64), np.diff(indptr))
+                for k, st in self.ndata.items():
+                    if n:
+                        st.local_rows[nrow0:nrow0 + n] = g[f"node/{k}"][:]
+                for k, st in self.edata.items():
+                    if e:
+                        st.local_rows[erow0:erow0 + e] = g[f"edge/{k}"][:]
+                nrow0 += n
+                erow0 += e
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_bounds[-1])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_bounds[-1])
+
+    def free(self) -> None:
+        """Collective over the world: free every table (reverse creation order)."""
+        for st in list(self.edata.values())[::-1] + list(self.ndata.values())[::-1] + \
+                [self.rev_degree, self.owner, self.indices, self.csr]:
+            st.free()

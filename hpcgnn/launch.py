@@ -1,0 +1,72 @@
+"""``hpcgnn.initialize``: the one call at the top of every hpcgnn script.
+
+Collective over the world.  It splits the launch into roles
+(:func:`hpcgnn.comm.context.initialize`), starts the :class:`~hpcgnn.graph.service.Service`
+on every rank, optionally loads a partitioned graph into the servers' windows, and
+then, on server and sampler ranks, serves the trainers until they finish and ends
+the process cleanly (``serve=True``, the default) — so the same script runs on every
+rank, as with DGL.  On trainer ranks it returns the :class:`~hpcgnn.comm.Context`.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+from .comm.agree import agreed
+from .comm.context import Context
+from .comm.context import initialize as split_roles
+from .errors import InputError
+
+# The contexts initialized by this process and not yet finalized, newest last.  Used
+# only to let DGL-style calls (``DistGraph(name)``) omit ``ctx=``.
+_open_contexts: list[Context] = []
+
+
+def current_context() -> Context | None:
+    """The newest initialized, not finalized context of this process, or ``None``."""
+    while _open_contexts and _open_contexts[-1].finalized:
+        _open_contexts.pop()
+    return _open_contexts[-1] if _open_contexts else None
+
+
+def initialize(layout=None, ranks_per_node=None, part_config: str | None = None, *,
+               graph_name: str | None = None, serve: bool = True, comm=None) -> Context:
+    """Collective over ``comm`` (default ``MPI.COMM_WORLD``).
+
+    ``layout``/``ranks_per_node``: see :mod:`hpcgnn.comm.layout`.  ``part_config``
+    (or ``HPCGNN_PART_CONFIG``): a partitioned graph to load into the servers now;
+    ``DistGraph(graph_name)`` then finds it.  ``serve``: on server and sampler ranks,
+    serve the trainers until they finalize, then exit the process (``sys.exit(0)``);
+    with ``serve=False`` the context is returned on every rank and the caller runs
+    ``ctx.service.serve()`` on followers itself (tests do).
+    """
+    from .graph.service import Service
+    from .partition.config import read_config
+
+    ctx = split_roles(layout, ranks_per_node, comm)
+    ctx.service = Service(ctx)
+    part_config = part_config or os.environ.get("HPCGNN_PART_CONFIG") or None
+    if part_config is not None:
+        with agreed(ctx.world):
+            cfg, _ = read_config(part_config)
+            if ctx.size > 1 and not ctx.ranks_of("server"):
+                raise InputError(f"{part_config}: layout '{ctx.layout}' has no server rank to hold the graph")
+        ctx.service.op_load_graph(graph_name or cfg["graph_name"], os.path.abspath(part_config))
+    ctx.service.start_serving()
+    _open_contexts.append(ctx)
+    if not ctx.is_trainer and serve:
+        ctx.service.serve()
+        ctx.finalize()
+        sys.stdout.flush()
+        sys.exit(0)
+    if ctx.is_trainer:
+        atexit.register(_finalize_at_exit, ctx)
+    return ctx
+
+
+def _finalize_at_exit(ctx: Context) -> None:
+    # Trainers that end their script without ctx.finalize() still release the
+    # servers (who would otherwise wait for a command forever).
+    if not ctx.finalized:
+        ctx.finalize()
