@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 import hpcgnn
+import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI, library_version
 from hpcgnn.comm import windows
 from hpcgnn.comm.windows import RowStore
@@ -48,7 +49,7 @@ def main():
     world = MPI.COMM_WORLD
     if world.Get_size() != 4:
         raise SystemExit("gather_bench: run with 4 ranks (2 virtual nodes of server + trainer)")
-    ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
     n, d = args.rows, args.dim
     half = n // 2
     st = RowStore.create(ctx, "bench", [0, half, n], (d,), np.float32)

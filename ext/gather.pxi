@@ -32,3 +32,23 @@ def hindexed_blocks(_MPI.Datatype oldtype, int blocklength, const int64_t[::1] b
     if ierr != MPI_SUCCESS:
         raise _pyMPI.Exception(ierr)
     return dt
+
+
+cdef extern from "gather_rows.h" nogil:
+    void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst)
+
+
+def gather_rows(src, const int64_t[::1] ids, dst):
+    """``dst[i] = src[ids[i]]`` for the rows of two C-contiguous arrays of the same
+    row size (any dtype), with the GIL released.  Ids are not checked: the caller
+    validates them.  Independent."""
+    cdef const unsigned char[:, ::1] s = src.reshape(src.shape[0], -1).view("u1")
+    cdef unsigned char[:, ::1] d = dst.reshape(dst.shape[0], -1).view("u1")
+    cdef int64_t n = ids.shape[0]
+    cdef int64_t rb = s.shape[1]
+    if d.shape[0] != n or d.shape[1] != rb:
+        raise ValueError("gather_rows: dst must have len(ids) rows of the source's row size")
+    if n == 0 or rb == 0:
+        return
+    with nogil:
+        hpcgnn_gather_rows(<const char *>&s[0, 0], rb, &ids[0], n, <char *>&d[0, 0])
