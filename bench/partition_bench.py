@@ -37,6 +37,7 @@ def main():
     p.add_argument("--balance-ntypes", nargs="*", default=["train_mask"])
     p.add_argument("--workdir", default=None)
     p.add_argument("--skip-metis", action="store_true")
+    p.add_argument("--coarsen", choices=["none", "lp"], default="none", help="partition_graph(coarsen=...)")
     a = p.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -50,7 +51,8 @@ def main():
     generate_graph(raw, comm, a.num_nodes, a.avg_degree, a.feat_dim, a.num_classes, seed=0, overwrite=True)
     comm.Barrier()
     t1 = time.perf_counter()
-    cfg_path = partition_graph(raw, out, a.num_parts, comm=comm, balance_ntypes=a.balance_ntypes, overwrite=True)
+    cfg_path = partition_graph(raw, out, a.num_parts, comm=comm, balance_ntypes=a.balance_ntypes, overwrite=True,
+                               coarsen=a.coarsen)
     comm.Barrier()
     t2 = time.perf_counter()
     rss = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, root=0)
@@ -60,6 +62,7 @@ def main():
         res = {
             "benchmark": "partition", "ranks": comm.Get_size(), "num_nodes": cfg["num_nodes"],
             "num_edges": cfg["num_edges"], "feat_dim": a.feat_dim, "num_parts": a.num_parts,
+            "coarsen": a.coarsen, "coarsening": cfg["stats"].get("coarsening", {}),
             "generate_s": round(t1 - t0, 2), "partition_s": round(t2 - t1, 2),
             "partition_phases_s": cfg["stats"]["timings_s"],
             "peak_rss_gib_per_rank": [round(x, 3) for x in rss],

@@ -27,6 +27,9 @@ def add_arguments(p) -> None:
                    help="store edges with their destination (in, default) or source (out)")
     p.add_argument("--return-mapping", action="store_true", help="store the original node and edge ids")
     p.add_argument("--seed", type=int, default=0, help="ParMETIS / random seed (default 0)")
+    p.add_argument("--coarsen", choices=["none", "lp"], default="none",
+                   help="coarsening before ParMETIS: none (default) or lp (label-propagation clusters, "
+                        "see docs/partitioning.md)")
     p.add_argument("--ubvec", type=float, default=1.05, help="allowed imbalance per constraint (default 1.05)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a partitioned graph already in the output directory")
@@ -43,7 +46,8 @@ def run(args) -> int:
                                part_method=args.method, balance_ntypes=args.balance_ntypes,
                                balance_edges=args.balance_edges, num_hops=args.num_hops,
                                edge_dir=args.edge_dir, return_mapping=args.return_mapping, seed=args.seed,
-                               ubvec=args.ubvec, overwrite=args.overwrite)
+                               ubvec=args.ubvec, overwrite=args.overwrite,
+                               coarsen=args.coarsen)
     except HpcgnnError as e:
         # Agreed errors: every rank holds the same error; each prints it, all exit 1.
         sys.stderr.write(f"hpcgnn partition: error (rank {rank}/{comm.Get_size()}): {e}\n")

@@ -1,0 +1,84 @@
+# Size-constrained label propagation and cluster contraction (ext/src/label_prop.c),
+# the coarsening step before ParMETIS (hpcgnn.partition.coarsen).  Independent.
+from libc.stdint cimport int64_t, uint64_t
+
+cdef extern from "label_prop.h" nogil:
+    int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
+                          const int64_t *w, int64_t bound, int rounds, uint64_t seed,
+                          int64_t *label)
+    int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
+                        const int64_t *xadj, const int64_t *adjncy, const int64_t *glab,
+                        int64_t K, int64_t cl_lo, int64_t *cxadj, int64_t *cadj, int64_t *cwgt)
+
+
+def lp_cluster(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
+               const int64_t[::1] w, int64_t bound, int rounds, uint64_t seed):
+    """Size-constrained LP clustering of the local vertices (local neighbours only).
+
+    Returns ``(k, label)``: ``label`` (int64) gives each vertex a cluster in ``[0, k)``.
+    """
+    cdef int64_t n = xadj.shape[0] - 1
+    label = np.empty(max(n, 1), dtype=np.int64)
+    cdef int64_t[::1] lab = label
+    cdef int64_t k
+    if n <= 0:
+        return 0, label[:0]
+    if w.shape[0] != n:
+        raise ValueError("lp_cluster: w must have one weight per vertex")
+    with nogil:
+        k = hg_lp_cluster(n, &xadj[0], &adjncy[0] if adjncy.shape[0] else NULL, lo, &w[0],
+                          bound, rounds, seed, &lab[0])
+    if k < 0:
+        raise MemoryError("lp_cluster: out of memory")
+    return int(k), label[:n]
+
+
+def contract_clusters(const int64_t[::1] cstart, const int64_t[::1] members,
+                      const int64_t[::1] xadj, const int64_t[::1] adjncy,
+                      const int64_t[::1] glab, int64_t K, int64_t cl_lo):
+    """CSR of the local clusters over global cluster ids: ``(cxadj, cadj, cwgt)``."""
+    cdef int64_t k = cstart.shape[0] - 1
+    cxadj = np.zeros(k + 1, dtype=np.int64)
+    cdef int64_t[::1] cx = cxadj
+    cdef int64_t m
+    cdef const int64_t *pa = &adjncy[0] if adjncy.shape[0] else NULL
+    cdef const int64_t *pm = &members[0] if members.shape[0] else NULL
+    cdef const int64_t *pg = &glab[0] if glab.shape[0] else NULL
+    with nogil:
+        m = hg_contract(k, &cstart[0], pm, &xadj[0], pa, pg, K, cl_lo, &cx[0], NULL, NULL)
+    if m < 0:
+        raise MemoryError("contract_clusters: out of memory")
+    cadj = np.empty(max(m, 1), dtype=np.int64)
+    cwgt = np.empty(max(m, 1), dtype=np.int64)
+    cdef int64_t[::1] ca = cadj
+    cdef int64_t[::1] cw = cwgt
+    with nogil:
+        m = hg_contract(k, &cstart[0], pm, &xadj[0], pa, pg, K, cl_lo, &cx[0], &ca[0], &cw[0])
+    if m < 0:
+        raise MemoryError("contract_clusters: out of memory")
+    return cxadj, cadj[:m], cwgt[:m]
+
+
+cdef extern from "label_prop.h" nogil:
+    int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
+                         const int64_t *gpart, int64_t *part, const int64_t *w, int64_t nparts,
+                         int64_t *pw, const int64_t *cap, uint64_t seed)
+
+
+def lp_refine(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
+              const int64_t[::1] gpart, int64_t[::1] part, const int64_t[::1] w,
+              int64_t[::1] pw, const int64_t[::1] cap, uint64_t seed):
+    """One sweep of k-way LP refinement of the local parts (``part`` and ``pw`` updated
+    in place); returns the number of moves."""
+    cdef int64_t n = xadj.shape[0] - 1
+    cdef int64_t m
+    if n <= 0:
+        return 0
+    if part.shape[0] != n or w.shape[0] != n or cap.shape[0] != pw.shape[0]:
+        raise ValueError("lp_refine: array sizes do not match")
+    cdef const int64_t *pa = &adjncy[0] if adjncy.shape[0] else NULL
+    with nogil:
+        m = hg_lp_refine(n, &xadj[0], pa, lo, &gpart[0], &part[0], &w[0], pw.shape[0], &pw[0], &cap[0], seed)
+    if m < 0:
+        raise MemoryError("lp_refine: out of memory")
+    return int(m)
