@@ -9,3 +9,4 @@ Validation of user input happens in the Python layer above (``hpcgnn.partition``
 include "parmetis.pxi"
 include "gather.pxi"
 include "labelprop.pxi"
+include "sampling.pxi"

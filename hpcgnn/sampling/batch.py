@@ -1,0 +1,120 @@
+"""The mini-batch record a :class:`~hpcgnn.sampling.NeighborSampler` produces."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+
+class Block(NamedTuple):
+    """One layer's bipartite graph (a DGL message-flow graph): messages go from
+    ``src_nodes`` to ``dst_nodes`` (global ids; ``dst_nodes`` is a prefix of
+    ``src_nodes``) along ``edge_index`` (``[2, E]``: row 0 indexes ``src_nodes``, row
+    1 ``dst_nodes``), ``e_id`` the edges' global ids."""
+    src_nodes: torch.Tensor
+    dst_nodes: torch.Tensor
+    edge_index: torch.Tensor
+    e_id: torch.Tensor
+
+    @property
+    def num_src_nodes(self) -> int:
+        return len(self.src_nodes)
+
+    @property
+    def num_dst_nodes(self) -> int:
+        return len(self.dst_nodes)
+
+
+@dataclass
+class MiniBatch:
+    """A sampled sub-graph in PyTorch Geometric's layout (what ``NeighborLoader``
+    yields).
+
+    ``n_id``: global node ids, the ``batch_size`` seeds first, then the nodes first
+    reached at hop 1, hop 2, ...; ``edge_index`` (``[2, E]`` local ids, source ->
+    target: row 0 the sampled neighbor, row 1 the node it was sampled for, so
+    messages flow towards the seeds; for a graph sampled with ``edge_dir='out'`` this
+    is the reverse of the stored edge), ``e_id`` the edges' global ids, the edges of
+    hop 1 first.  ``num_sampled_nodes[0] == batch_size`` and ``num_sampled_nodes[h]``
+    / ``num_sampled_edges[h-1]`` count hop ``h``: exactly what PyG's
+    ``trim_to_layer`` takes.  ``x`` / ``y``: filled by :meth:`fetch_features` (rows
+    of every node of ``n_id``, as PyG does; use ``y[:batch_size]``)."""
+    n_id: torch.Tensor
+    e_id: torch.Tensor
+    edge_index: torch.Tensor
+    batch_size: int
+    num_sampled_nodes: list[int]
+    num_sampled_edges: list[int]
+    x: torch.Tensor | None = None
+    y: torch.Tensor | None = None
+    edge_dir: str = "in"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.n_id)
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.shape[1]
+
+    @property
+    def seeds(self) -> torch.Tensor:
+        return self.n_id[: self.batch_size]
+
+    # PyG spells them this way in its model arguments
+    @property
+    def num_sampled_nodes_per_hop(self) -> list[int]:
+        return self.num_sampled_nodes
+
+    @property
+    def num_sampled_edges_per_hop(self) -> list[int]:
+        return self.num_sampled_edges
+
+    def fetch_features(self, g, feat: str | None = "feat", label: str | None = "label") -> "MiniBatch":
+        """Gather ``x = g.ndata[feat][n_id]`` and ``y = g.ndata[label][n_id]`` (one
+        one-sided read per owner each; None skips one).  Returns ``self``."""
+        from ..errors import InputError
+
+        for name in (feat, label):
+            if name is not None and name not in g.ndata:
+                raise InputError(f"MiniBatch.fetch_features: {name!r} is not a node feature of graph "
+                                 f"{g.graph_name!r} (node features: {sorted(g.ndata) or 'none'})")
+        ids = self.n_id.numpy()
+        if feat is not None:
+            self.x = _as_tensor(g.ndata[feat][ids])
+        if label is not None:
+            self.y = _as_tensor(g.ndata[label][ids])
+        return self
+
+    def to_blocks(self) -> list[Block]:
+        """Per-layer bipartite views, outermost layer first (DGL's MFG order): layer
+        ``i`` of an ``L``-layer model computes the nodes of hops ``< L-1-i`` from those
+        of hops ``<= L-i`` along the edges of hops ``<= L-i``; the last block's
+        ``dst_nodes`` are the seeds.  Views, no copies of ``edge_index``."""
+        L = len(self.num_sampled_edges)
+        ncum = [0]
+        for c in self.num_sampled_nodes:
+            ncum.append(ncum[-1] + c)
+        ecum = [0]
+        for c in self.num_sampled_edges:
+            ecum.append(ecum[-1] + c)
+        blocks = []
+        for i in range(L):
+            hop = L - i                       # this layer uses hops 1..hop
+            ns, nd, ne = ncum[hop + 1], ncum[hop], ecum[hop]
+            blocks.append(Block(self.n_id[:ns], self.n_id[:nd], self.edge_index[:, :ne], self.e_id[:ne]))
+        return blocks
+
+    def to_pyg(self):
+        """A ``torch_geometric.data.Data`` with the same fields (needs PyG)."""
+        from torch_geometric.data import Data
+
+        return Data(x=self.x, y=self.y, edge_index=self.edge_index, n_id=self.n_id, e_id=self.e_id,
+                    batch_size=self.batch_size, num_sampled_nodes=list(self.num_sampled_nodes),
+                    num_sampled_edges=list(self.num_sampled_edges), num_nodes=self.num_nodes)
+
+
+def _as_tensor(a):
+    return a if isinstance(a, torch.Tensor) else torch.as_tensor(a)

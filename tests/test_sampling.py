@@ -1,0 +1,448 @@
+"""Neighbor sampling (kernels, sample_neighbors, NeighborSampler) on a standalone
+DistGraph, against the raw edge list (through the partitioner's id mapping).
+
+The statistical checks use a fixed seed and a chi-square bound at p = 1e-6; each
+has a companion test showing that a biased sampler fails it."""
+import math
+import os
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn.datasets import generate_graph
+from hpcgnn.errors import InputError
+from hpcgnn.graph import DistGraph
+from hpcgnn.partition import load_partition, partition_graph
+from hpcgnn.sampling import NeighborSampler, sample_neighbors
+from hpcgnn.sampling import neighbor as nbmod
+
+ext = pytest.importorskip("hpcgnn._ext")
+if not hasattr(ext, "sample_ranges"):
+    pytest.skip("hpcgnn._ext built without sampling.pxi", allow_module_level=True)
+
+P_FAIL = 1e-6
+
+
+# -- shared helpers (also used by test_sampling_mpi.py) ---------------------------
+def make_graph(tmp, nparts, comm, edge_dir="in", num_nodes=2000):
+    raw = os.path.join(tmp, "g.h5")
+    generate_graph(raw, comm, num_nodes, 8, 8, 4, seed=5, edge_feat=True, name="g", overwrite=True)
+    cfg = partition_graph(raw, os.path.join(tmp, f"parts{nparts}{edge_dir}"), nparts, comm=comm,
+                          return_mapping=True, edge_dir=edge_dir, overwrite=True)
+    return raw, cfg
+
+
+class Oracle:
+    """The raw graph in new ids: endpoints and weight by new edge id, feat/label by
+    new node id, and each node's stored edges (in-edges for edge_dir='in')."""
+
+    def __init__(self, raw, cfg, edge_dir="in"):
+        with h5py.File(raw, "r") as f:
+            src, dst = f["edges/src"][:], f["edges/dst"][:]
+            feat, label = f["nodes/data/feat"][:], f["nodes/data/label"][:]
+            weight = f["edges/data/weight"][:]
+        p0 = load_partition(cfg, 0)
+        parts = [load_partition(cfg, p) for p in range(p0.book.num_partitions())]
+        orig_nid = np.concatenate([p.orig_nid for p in parts])
+        orig_eid = np.concatenate([p.orig_eid for p in parts])
+        new_of = np.empty_like(orig_nid)
+        new_of[orig_nid] = np.arange(len(orig_nid))
+        self.src, self.dst = new_of[src[orig_eid]], new_of[dst[orig_eid]]
+        self.feat, self.label, self.weight = feat[orig_nid], label[orig_nid], weight[orig_eid]
+        self.n = len(orig_nid)
+        self.node_bounds = np.append(p0.book.node_ranges[:, 0], p0.book.node_ranges[-1, 1])
+        own = self.dst if edge_dir == "in" else self.src
+        self.other = self.src if edge_dir == "in" else self.dst
+        self.deg = np.bincount(own, minlength=self.n)
+        # raw edge set, to check that sampled (src, dst) pairs exist with the given eid
+        self.edge_key = set(zip(self.src.tolist(), self.dst.tolist()))
+
+    def check_edges(self, src, dst, eid):
+        src, dst, eid = (np.asarray(a) for a in (src, dst, eid))
+        assert np.array_equal(self.src[eid], src) and np.array_equal(self.dst[eid], dst)
+        assert all(k in self.edge_key for k in zip(src[:200].tolist(), dst[:200].tolist()))
+
+
+def chi2_bound(dof, p=P_FAIL):
+    try:
+        from scipy.stats import chi2
+
+        return float(chi2.isf(p, dof))
+    except ImportError:                           # Wilson-Hilferty
+        z = 4.753424308822899                     # N(0,1) upper 1e-6 quantile
+        return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+
+
+def inclusion_stat(eids, seed_pos, ranges, fanout, draws):
+    """Chi-square-like statistic of per-candidate inclusion counts against
+    ``draws * fanout / degree`` (variance ``draws p (1 - p)``), and its dof.
+    ``eids``/``seed_pos``: every sampled edge and which seed (index into ranges) drew it."""
+    stat, dof = 0.0, 0
+    for i, (f, e) in enumerate(ranges):
+        d = e - f
+        if d <= fanout:
+            continue
+        got = np.bincount(eids[seed_pos == i] - f, minlength=d)
+        p = fanout / d
+        exp = draws * p
+        stat += float((((got - exp) ** 2) / (exp * (1 - p))).sum())
+        dof += d - 1
+    return stat, dof
+
+
+def uniform_ok(sample, ranges, fanout, draws):
+    """sample(ranges repeated ``draws`` times) -> (eids, counts); True when inclusion
+    frequencies pass the chi-square bound."""
+    rows = np.repeat(np.asarray(ranges, np.int64), draws, axis=0)
+    eids, counts = sample(rows)
+    pos = np.repeat(np.repeat(np.arange(len(ranges)), draws), counts)
+    stat, dof = inclusion_stat(eids, pos, ranges, fanout, draws)
+    return stat < chi2_bound(dof), stat, dof
+
+
+def biased_first_k(rows, fanout):
+    """A wrong sampler: always the first ``fanout`` candidates."""
+    f, e = rows[:, 0], rows[:, 1]
+    c = np.minimum(e - f, fanout)
+    from hpcgnn.graph.dist_graph import expand_ranges
+
+    return expand_ranges(f, f + c), c
+
+
+def never_last(rows, fanout, seed):
+    """A subtly wrong sampler: uniform among all but the last candidate."""
+    r = rows.copy()
+    big = r[:, 1] - r[:, 0] > fanout
+    r[big, 1] -= 1
+    return ext.sample_ranges(r.reshape(-1), fanout, False, seed)
+
+
+# -- kernels ------------------------------------------------------------------------
+@pytest.mark.parametrize("fanout,deg", [(3, 7), (10, 40), (80, 200)])   # Floyd and selection sampling
+def test_kernel_uniform_without_replacement(fanout, deg):
+    ranges = [(0, deg), (1000, 1000 + deg // 2 + 1), (5000, 5000 + fanout), (9000, 9000 + 2)]
+    rows = np.repeat(np.asarray(ranges, np.int64), 300, axis=0)
+    eids, counts = ext.sample_ranges(rows.reshape(-1), fanout, False, 7)
+    assert counts.tolist() == np.minimum(rows[:, 1] - rows[:, 0], fanout).tolist()
+    off = np.concatenate([[0], np.cumsum(counts)])
+    for i in range(len(rows)):
+        got = eids[off[i]:off[i + 1]]
+        assert len(np.unique(got)) == len(got)
+        assert got.min() >= rows[i, 0] and got.max() < rows[i, 1]
+        if counts[i] == rows[i, 1] - rows[i, 0]:
+            assert sorted(got.tolist()) == list(range(rows[i, 0], rows[i, 1]))
+    ok, stat, dof = uniform_ok(lambda r: ext.sample_ranges(r.reshape(-1), fanout, False, 11),
+                               ranges, fanout, 3000)
+    assert ok, (stat, dof)
+
+
+@pytest.mark.parametrize("fanout,deg", [(3, 7), (80, 200)])
+def test_chi_square_rejects_biased_samplers(fanout, deg):
+    ranges = [(0, deg), (1000, 1000 + deg // 2 + 1)]
+    assert not uniform_ok(lambda r: biased_first_k(r, fanout), ranges, fanout, 3000)[0]
+    assert not uniform_ok(lambda r: never_last(r, fanout, 3), ranges, fanout, 3000)[0]
+
+
+def test_kernel_with_replacement_and_all():
+    ranges = np.array([[0, 5], [10, 10], [20, 21]], np.int64)
+    eids, counts = ext.sample_ranges(np.repeat(ranges, 4000, axis=0).reshape(-1), 4, True, 1)
+    assert counts.tolist() == [4] * 4000 + [0] * 4000 + [4] * 4000
+    first = eids[:16000]
+    freq = np.bincount(first, minlength=5) / len(first)
+    assert np.abs(freq - 0.2).max() < 0.02
+    assert (eids[16000:] == 20).all()
+    # repeats occur with replacement (P(no repeat in 4 of 5) = 0.19)
+    assert any(len(set(first[i:i + 4].tolist())) < 4 for i in range(0, 400, 4))
+    eids, counts = ext.sample_ranges(ranges.reshape(-1), -1, False, 1)
+    assert counts.tolist() == [5, 0, 1] and eids.tolist() == [0, 1, 2, 3, 4, 20]
+    # deterministic in the seed, not the thread count
+    r = np.repeat(ranges, 3000, axis=0).reshape(-1)
+    a = ext.sample_ranges(r, 2, False, 99, None, 1)[0]
+    assert np.array_equal(a, ext.sample_ranges(r, 2, False, 99, None, 2)[0])
+    assert not np.array_equal(a, ext.sample_ranges(r, 2, False, 98, None, 1)[0])
+
+
+def _succ_inclusion(w, k):
+    """Exact inclusion probabilities of successive weighted sampling without
+    replacement (k = 2)."""
+    w = np.asarray(w, float)
+    W = w.sum()
+    p = w / W
+    for i in range(len(w)):
+        for j in range(len(w)):
+            if i != j and w[i] > 0:
+                p[j] += w[i] / W * w[j] / (W - w[i])
+    return p
+
+
+def test_kernel_weighted():
+    w = np.array([1.0, 2.0, 3.0, 4.0, 0.0])
+    T = 20000
+    rows = np.repeat(np.array([[100, 105]], np.int64), T, axis=0)
+    ww = np.tile(w, T)
+    # without replacement, k = 2: inclusion = successive sampling; zero weight never
+    eids, counts = ext.sample_ranges(rows.reshape(-1), 2, False, 5, ww)
+    assert (counts == 2).all()
+    got = np.bincount(eids - 100, minlength=5)
+    assert got[4] == 0
+    pairs = eids.reshape(-1, 2)
+    assert (pairs[:, 0] != pairs[:, 1]).all()
+    exp = T * _succ_inclusion(w, 2)[:4]
+    stat = float((((got[:4] - exp) ** 2) / exp).sum())
+    assert stat < chi2_bound(3), stat
+    uniform_exp = np.full(4, T * 0.5)
+    assert float((((got[:4] - uniform_exp) ** 2) / uniform_exp).sum()) > chi2_bound(3)
+    # with replacement: frequencies follow the weights
+    eids, counts = ext.sample_ranges(rows.reshape(-1), 3, True, 5, ww)
+    got = np.bincount(eids - 100, minlength=5)
+    exp = 3 * T * w[:4] / w.sum()
+    assert got[4] == 0 and float((((got[:4] - exp) ** 2) / exp).sum()) < chi2_bound(3)
+    # fewer positive weights than the fanout: only those; all-zero: nothing
+    eids, counts = ext.sample_ranges(np.array([0, 5, 10, 12], np.int64), 4, False, 1,
+                                     np.array([0, 1, 0, 2, 0, 0, 0], float))
+    assert counts.tolist() == [2, 0] and sorted(eids.tolist()) == [1, 3]
+
+
+def test_relabel():
+    seeds = np.array([50, 7, 3], np.int64)
+    nbrs = np.array([7, 9, 9, 100, 50, 2, 100], np.int64)
+    nodes, local = ext.relabel(seeds, nbrs)
+    assert nodes.tolist() == [50, 7, 3, 9, 100, 2]
+    assert local.tolist() == [1, 3, 3, 4, 0, 5, 4]
+    rng = np.random.default_rng(0)
+    big = rng.integers(0, 10**12, 200000)
+    nodes, local = ext.relabel(big[:10], big)        # grows the table
+    assert np.array_equal(nodes[local], big)
+    _, first = np.unique(big, return_index=True)
+    assert len(nodes) == len(np.unique(np.concatenate([big[:10], big])))
+    assert np.array_equal(nodes[10:], big[np.sort(first)][~np.isin(big[np.sort(first)], big[:10])])
+
+
+# -- sample_neighbors / NeighborSampler on a DistGraph --------------------------------
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("sampling"))
+    raw, cfg = make_graph(tmp, 2, None)
+    g = DistGraph("g", part_config=cfg)
+    yield g, Oracle(raw, cfg)
+    g._ctx.finalize()
+
+
+def check_sample_neighbors(g, o, seeds, fanout, seed=0):
+    """Every sampled edge exists with its id; no duplicates; degree <= fanout: all."""
+    src, dst, eid = sample_neighbors(g, seeds, fanout, rng=seed)
+    o.check_edges(src, dst, eid)
+    dst, eid = dst.numpy(), eid.numpy()
+    for s in np.unique(seeds):
+        mine = eid[dst == s]
+        assert len(np.unique(mine)) == len(mine)
+        want = min(o.deg[s], fanout) if fanout >= 0 else o.deg[s]
+        assert len(mine) == want * (seeds == s).sum()
+        if o.deg[s] <= fanout:
+            assert sorted(mine.tolist()) == sorted(np.flatnonzero(o.dst == s).tolist())
+
+
+def test_sample_neighbors_edges_exist(graph):
+    g, o = graph
+    rng = np.random.default_rng(1)
+    seeds = rng.choice(o.n, 300, replace=False)
+    for fanout in (0, 1, 3, 10, -1):
+        check_sample_neighbors(g, o, seeds, fanout)
+    src, dst, eid = sample_neighbors(g, torch.from_numpy(seeds[:50]), 5, replace=True, rng=2)
+    o.check_edges(src, dst, eid)
+    assert len(eid) == 5 * int((o.deg[seeds[:50]] > 0).sum())
+    src, dst, eid = sample_neighbors(g, seeds, 3, prob="weight", rng=3)
+    o.check_edges(src, dst, eid)
+    e = sample_neighbors(g, np.zeros(0, np.int64), 3)
+    assert len(e.eid) == 0 and e.src.dtype == torch.int64
+
+
+def test_sample_neighbors_inclusion_frequencies(graph):
+    g, o = graph
+    cand = np.flatnonzero(o.deg > 6)[:40]
+    fanout, T = 4, 1500
+    seeds = np.repeat(cand, T)
+    _, dst, eid = sample_neighbors(g, seeds, fanout, rng=np.random.default_rng(5))
+    eid = eid.numpy()
+    rows = g._t.csr.gather(cand)
+    pos = np.repeat(np.arange(len(cand)), np.minimum(o.deg[cand], fanout) * T)
+    stat, dof = inclusion_stat(eid, pos, rows.tolist(), fanout, T)
+    assert stat < chi2_bound(dof), (stat, dof)
+
+
+def test_sample_neighbors_weighted_follows_weights(graph):
+    g, o = graph
+    cand = np.flatnonzero(o.deg >= 5)[:20]
+    T = 3000
+    _, dst, eid = sample_neighbors(g, np.repeat(cand, T), 1, prob="weight", rng=9)
+    eid = eid.numpy()
+    stat, dof = 0.0, 0
+    for s in cand:
+        mine = np.flatnonzero(o.dst == s)
+        got = np.array([(eid == e).sum() for e in mine])
+        exp = T * o.weight[mine] / o.weight[mine].sum()
+        stat += float(((got - exp) ** 2 / exp).sum())
+        dof += len(mine) - 1
+    assert stat < chi2_bound(dof), (stat, dof)
+
+
+def test_sample_neighbors_bad_input(graph):
+    g, o = graph
+    with pytest.raises(InputError, match="out of range"):
+        sample_neighbors(g, [o.n], 3)
+    with pytest.raises(InputError, match="out of range"):
+        sample_neighbors(g, [-1], 3)
+    with pytest.raises(InputError, match="integers"):
+        sample_neighbors(g, np.array([1.5]), 3)
+    for bad in (-2, 1.5, "3", True, None):
+        with pytest.raises(InputError, match="fanout"):
+            sample_neighbors(g, [1], bad)
+    with pytest.raises(InputError, match="partitioned with edge_dir='in'"):
+        sample_neighbors(g, [1], 3, edge_dir="out")
+    with pytest.raises(InputError, match="edge_dir must be"):
+        sample_neighbors(g, [1], 3, edge_dir="both")
+    with pytest.raises(InputError, match="not an edge feature"):
+        sample_neighbors(g, [1], 3, prob="nope")
+    with pytest.raises(InputError, match="rng"):
+        sample_neighbors(g, [1], 3, rng="x")
+    with pytest.raises(InputError, match="fanouts is empty"):
+        NeighborSampler([])
+    with pytest.raises(InputError, match="fanout must be >= 0"):
+        NeighborSampler([5, -3])
+    with pytest.raises(InputError, match="unique"):
+        NeighborSampler([2]).sample(g, [1, 1])
+
+
+def test_negative_weights_rejected(tmp_path):
+    raw, cfg = make_graph(str(tmp_path), 1, None, num_nodes=300)
+    with h5py.File(_h5_of(cfg), "r+") as f:
+        f["part0/edge/weight"][3] = -1.0
+    g = DistGraph("gneg", part_config=cfg)       # a name no other test's graph holds
+    o = Oracle(raw, cfg)                         # (the standalone context is shared: no finalize here)
+    with pytest.raises(InputError, match="negative"):
+        sample_neighbors(g, [int(o.dst[3])], 2, prob="weight")
+
+
+def _h5_of(cfg):
+    from hpcgnn.partition.config import read_config
+
+    c, base = read_config(cfg)
+    return os.path.join(base, c["h5_file"])
+
+
+def check_minibatch(g, o, b, seeds, fanouts):
+    n_id, e_id, ei = b.n_id.numpy(), b.e_id.numpy(), b.edge_index.numpy()
+    assert b.batch_size == len(seeds) and np.array_equal(n_id[:len(seeds)], seeds)
+    assert len(np.unique(n_id)) == len(n_id)
+    assert b.num_sampled_nodes[0] == len(seeds) and sum(b.num_sampled_nodes) == len(n_id)
+    assert len(b.num_sampled_edges) == len(fanouts) and sum(b.num_sampled_edges) == ei.shape[1] == len(e_id)
+    # edges: local -> global are the real edges, neighbor -> seed
+    o.check_edges(n_id[ei[0]], n_id[ei[1]], e_id)
+    ncum = np.cumsum([0] + b.num_sampled_nodes)
+    ecum = np.cumsum([0] + b.num_sampled_edges)
+    for h, f in enumerate(fanouts):
+        d = ei[1, ecum[h]:ecum[h + 1]]
+        assert d.size == 0 or (d.min() >= ncum[h] and d.max() < ncum[h + 1])   # targets: hop h nodes
+        s = ei[0, ecum[h]:ecum[h + 1]]
+        assert s.size == 0 or s.max() < ncum[h + 2]                            # sources: up to hop h+1
+        new = n_id[ncum[h + 1]:ncum[h + 2]]
+        assert not np.isin(new, n_id[:ncum[h + 1]]).any()
+        for v in range(ncum[h], ncum[h + 1]):                                   # per target: fanout or all
+            mine = e_id[ecum[h]:ecum[h + 1]][d == v]
+            assert len(np.unique(mine)) == len(mine) == (o.deg[n_id[v]] if f < 0 else min(o.deg[n_id[v]], f))
+    if b.x is not None:
+        assert torch.equal(b.x, torch.from_numpy(o.feat[n_id]))
+        assert np.array_equal(np.asarray(b.y), o.label[n_id])
+
+
+def test_neighbor_sampler_minibatch(graph):
+    g, o = graph
+    rng = np.random.default_rng(3)
+    seeds = rng.choice(o.n, 64, replace=False)
+    fanouts = [5, 3, 2]
+    b = NeighborSampler(fanouts, seed=0).sample(g, seeds).fetch_features(g)
+    check_minibatch(g, o, b, seeds, fanouts)
+    blocks = b.to_blocks()
+    assert len(blocks) == 3
+    assert torch.equal(blocks[-1].dst_nodes, b.n_id[:64])
+    assert blocks[0].num_src_nodes == b.num_nodes and blocks[0].edge_index.shape[1] == b.num_edges
+    for blk in blocks:
+        assert torch.equal(blk.src_nodes[:blk.num_dst_nodes], blk.dst_nodes)
+        assert int(blk.edge_index[0].max()) < blk.num_src_nodes
+        assert int(blk.edge_index[1].max()) < blk.num_dst_nodes
+    # same seed, same batch; weighted and all-neighbor variants also check out
+    b2 = NeighborSampler(fanouts, seed=0).sample(g, seeds)
+    assert torch.equal(b.edge_index, b2.edge_index) and torch.equal(b.n_id, b2.n_id)
+    check_minibatch(g, o, NeighborSampler([-1, 2]).sample(g, seeds[:8]), seeds[:8], [-1, 2])
+    wb = NeighborSampler([3, 3], prob="weight", seed=1).sample(g, seeds)
+    o.check_edges(wb.n_id[wb.edge_index[0]].numpy(), wb.n_id[wb.edge_index[1]].numpy(), wb.e_id.numpy())
+    with pytest.raises(InputError, match="not a node feature"):
+        b.fetch_features(g, feat="nope")
+
+
+def test_pyg_models_run_on_a_minibatch(graph):
+    pyg = pytest.importorskip("torch_geometric")
+    from torch_geometric.nn import GraphSAGE
+
+    g, o = graph
+    seeds = np.arange(0, o.n, 37)[:32]
+    b = NeighborSampler([4, 3], seed=2).sample(g, seeds).fetch_features(g)
+    torch.manual_seed(0)
+    model = GraphSAGE(8, 16, num_layers=2, out_channels=4)
+    model.eval()
+    full = model(b.x, b.edge_index)[:b.batch_size]
+    trimmed = model(b.x, b.edge_index, num_sampled_nodes_per_hop=b.num_sampled_nodes_per_hop,
+                    num_sampled_edges_per_hop=b.num_sampled_edges_per_hop)[:b.batch_size]
+    assert full.shape == (32, 4)
+    assert torch.allclose(full, trimmed, atol=1e-5)        # trimming drops only unused work
+    loss = torch.nn.functional.cross_entropy(trimmed, b.y[:b.batch_size].long())
+    loss.backward()
+    # the same computation through the DGL-style blocks, layer by layer
+    from torch_geometric.nn import SAGEConv
+
+    convs = [SAGEConv(8, 16), SAGEConv(16, 4)]
+    h = b.x
+    for conv, blk in zip(convs, b.to_blocks()):
+        h = conv((h, h[:blk.num_dst_nodes]), blk.edge_index)
+    ref = b.x
+    for i, conv in enumerate(convs):
+        ref = conv(ref, b.edge_index)
+    assert torch.allclose(h, ref[:b.batch_size], atol=1e-5)
+    data = b.to_pyg()
+    assert data.num_nodes == b.num_nodes and data.batch_size == 32
+
+
+def test_out_edge_graph(tmp_path):
+    raw, cfg = make_graph(str(tmp_path), 2, None, edge_dir="out", num_nodes=500)
+    g = DistGraph("gout", part_config=cfg)
+    o = Oracle(raw, cfg, edge_dir="out")
+    seeds = np.arange(0, 500, 7)
+    src, dst, eid = sample_neighbors(g, seeds, 3, edge_dir="out", rng=0)
+    o.check_edges(src, dst, eid)                       # src is the seed, dst the sampled neighbor
+    assert np.array_equal(src.numpy(), np.repeat(seeds, np.minimum(o.deg[seeds], 3)))
+    with pytest.raises(InputError, match="partitioned with edge_dir='out'"):
+        sample_neighbors(g, seeds, 3)
+    b = NeighborSampler([3, 2], edge_dir="out").sample(g, seeds, rng=4)
+    # edge_index points from the sampled neighbor to the seed: the reverse of the stored out-edge
+    o.check_edges(b.n_id[b.edge_index[1]].numpy(), b.n_id[b.edge_index[0]].numpy(), b.e_id.numpy())
+    b2 = NeighborSampler([3, 2], edge_dir="out").sample(g, seeds, rng=4)
+    assert torch.equal(b.e_id, b2.e_id)
+
+
+def test_graph_level_chi_square_catches_a_biased_kernel(graph, monkeypatch):
+    """The frequency check of test_sample_neighbors_inclusion_frequencies fails when
+    the kernel is swapped for one that takes the first ``fanout`` neighbors."""
+    import types
+
+    g, o = graph
+    fake = types.SimpleNamespace(sample_ranges=lambda rows, f, rep, seed, w=None, nt=1:
+                                 biased_first_k(rows.reshape(-1, 2), f))
+    monkeypatch.setattr(nbmod, "_kernels", lambda: fake)
+    cand = np.flatnonzero(o.deg > 6)[:40]
+    fanout, T = 4, 1500
+    _, _, eid = sample_neighbors(g, np.repeat(cand, T), fanout, rng=5)
+    pos = np.repeat(np.arange(len(cand)), np.minimum(o.deg[cand], fanout) * T)
+    stat, dof = inclusion_stat(eid.numpy(), pos, g._t.csr.gather(cand).tolist(), fanout, T)
+    assert stat > chi2_bound(dof)
