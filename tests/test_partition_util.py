@@ -3,8 +3,6 @@ directory shared by all ranks, and serial oracles that read a partitioned graph
 back without any of the pipeline's code (other than load_partition)."""
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import pytest
@@ -17,15 +15,9 @@ def comm_world():
 
 
 @pytest.fixture
-def shared_dir():
-    """A temporary directory that every rank of the test's job sees (rank 0 makes it)."""
-    comm = comm_world()
-    path = tempfile.mkdtemp(prefix="hpcgnn-part-") if comm.Get_rank() == 0 else None
-    path = comm.bcast(path, root=0)
-    yield path
-    comm.Barrier()
-    if comm.Get_rank() == 0:
-        shutil.rmtree(path, ignore_errors=True)
+def shared_dir(shared_tmp):
+    """A temporary directory that every rank of the test's job sees (conftest's)."""
+    return shared_tmp
 
 
 def planted_graph(n, avg_deg, nblocks, p_in=0.9, seed=0, loops=True):
