@@ -85,3 +85,12 @@ def shared_tmp():
     comm.Barrier()
     if comm.Get_rank() == 0:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def served_layout(size):
+    """``(layout, ranks_per_node, num_parts)`` for a served launch on ``size`` ranks:
+    two-rank virtual nodes (server + trainer, one partition each) when the size is even
+    and at least 4, else one node with one server and the rest trainers."""
+    if size >= 4 and size % 2 == 0:
+        return "servers=1,samplers=0,trainers=1", 2, size // 2
+    return "servers=1,samplers=0,trainers=rest", None, 1

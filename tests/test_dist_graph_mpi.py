@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import hpcgnn
+from conftest import served_layout
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.datasets import generate_graph
 from hpcgnn.errors import InputError
@@ -98,10 +99,7 @@ def test_standalone_needs_a_config():
 
 
 def _layout():
-    size = world.Get_size()
-    if size >= 4 and size % 2 == 0:
-        return "servers=1,samplers=0,trainers=1", 2, size // 2
-    return "servers=1,samplers=0,trainers=rest", None, 1
+    return served_layout(world.Get_size())
 
 
 @pytest.mark.mpi(min_size=2)

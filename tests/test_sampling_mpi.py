@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import hpcgnn
+from conftest import served_layout
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
@@ -20,10 +21,7 @@ world = MPI.COMM_WORLD
 
 
 def _layout():
-    size = world.Get_size()
-    if size >= 4 and size % 2 == 0:
-        return "servers=1,samplers=0,trainers=1", 2, size // 2
-    return "servers=1,samplers=0,trainers=rest", None, 1
+    return served_layout(world.Get_size())
 
 
 def _checks(g, o, comm):
