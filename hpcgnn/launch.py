@@ -13,6 +13,7 @@ import atexit
 import os
 import sys
 
+from .comm import signals
 from .comm.agree import agreed
 from .comm.context import Context
 from .comm.context import initialize as split_roles
@@ -38,6 +39,7 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
     (or ``HPCGNN_PART_CONFIG``): a partitioned graph to load into the servers now;
     ``DistGraph(graph_name)`` then finds it.  ``serve``: on server and sampler ranks,
     serve the trainers until they finalize, then exit the process (``sys.exit(0)``);
+    SIGUSR1 and SIGTERM are recorded, not fatal (:mod:`hpcgnn.comm.signals`);
     with ``serve=False`` the context is returned on every rank and the caller runs
     ``ctx.service.serve()`` on followers itself (tests do).
     """
@@ -45,6 +47,7 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
     from .partition.config import read_config
 
     ctx = split_roles(layout, ranks_per_node, comm)
+    signals.install()
     ctx.service = Service(ctx)
     part_config = part_config or os.environ.get("HPCGNN_PART_CONFIG") or None
     if part_config is not None:

@@ -31,7 +31,7 @@ def test_served_launch_runs_and_leaves_nothing_behind(mpirun, parts):
     # every edge is counted once, at its destination
     words = line[0].split()
     assert words[3] == words[5]
-    assert _shm() == before
+    assert set(_shm()) <= set(before)      # nothing new left behind (older jobs' may go meanwhile)
 
 
 def test_a_failing_trainer_ends_the_served_job(mpirun, parts):

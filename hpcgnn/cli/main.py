@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "convert": ("hpcgnn.cli.convert", "convert an OGB directory or an edge list into the raw format"),
     "partition": ("hpcgnn.cli.partition", "partition a raw graph with ParMETIS into one parallel-HDF5 file"),
     "info": ("hpcgnn.cli.info", "describe a partitioned graph: nodes, halo, edges, cut, balance"),
+    "train": ("hpcgnn.cli.train", "train GraphSAGE for node classification on a partitioned graph (parallel)"),
 }
 
 

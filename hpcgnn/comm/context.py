@@ -71,6 +71,22 @@ class Context:
         """Node id of a world rank."""
         return self._node_of[world_rank]
 
+    def samplers_of(self, trainer_rank: int) -> list[int]:
+        """Sampler ranks that produce mini-batches for ``trainer_rank`` (may be empty).
+
+        Trainers and samplers are each listed in rank order (so node by node); with
+        ``S >= T`` samplers, trainer ``i`` gets samplers ``i, i+T, i+2T, ...``; with
+        fewer, samplers are shared: trainer ``i`` gets sampler ``i % S``."""
+        trainers, samplers = self.ranks_of("trainer"), self.ranks_of("sampler")
+        if not samplers or trainer_rank not in trainers:
+            return []
+        i, T, S = trainers.index(trainer_rank), len(trainers), len(samplers)
+        return samplers[i::T] if S >= T else [samplers[i % S]]
+
+    def trainers_of(self, sampler_rank: int) -> list[int]:
+        """Trainer ranks ``sampler_rank`` produces mini-batches for."""
+        return [t for t in self.ranks_of("trainer") if sampler_rank in self.samplers_of(t)]
+
     @property
     def is_trainer(self) -> bool:
         return self.role == "trainer"

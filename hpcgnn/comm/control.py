@@ -42,6 +42,11 @@ class ControlChannel:
         """Follower: block until the leader's next command (keeps MPI progressing)."""
         return self.comm.recv(source=self.leader, tag=TAG)
 
+    def poll(self):
+        """Follower: the leader's next command, or ``None`` if none has arrived."""
+        m = self.comm.improbe(source=self.leader, tag=TAG)
+        return None if m is None else m.recv()
+
     def free(self) -> None:
         """Collective over the world."""
         if self.comm is not None:

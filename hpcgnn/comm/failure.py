@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import traceback
 
 
@@ -50,13 +51,20 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     except Exception:
         pass
     try:
-        sys.stderr.write(failure_line(exc_type, exc) + "\n")
-        sys.stderr.write("".join(traceback.format_exception(exc_type, exc, tb)))
-        sys.stderr.flush()
-    except Exception:
-        pass
+        line = failure_line(exc_type, exc)
+    except Exception:                       # never let the summary hide the traceback
+        line = f"hpcgnn: pid {os.getpid()}: {getattr(exc_type, '__name__', exc_type)}"
+    for text in (lambda: line + "\n", lambda: "".join(traceback.format_exception(exc_type, exc, tb))):
+        try:
+            sys.stderr.write(text())
+            sys.stderr.flush()
+        except Exception:
+            pass
     mod, rank, size = _rank_size()
     if mod is not None and size > 1:
+        # give the launcher's output forwarding a moment to carry the lines above
+        # before Abort tears the job down (they were lost without it)
+        time.sleep(0.5)
         mod.COMM_WORLD.Abort(code)
     os._exit(code)
 

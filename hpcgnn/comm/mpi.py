@@ -5,9 +5,16 @@ Open MPI's TCP one-sided component (osc pt2pt) refuses windows under
 ``MPI_THREAD_MULTIPLE``.  Each rank keeps its MPI calls on one thread at a time
 (``serialized``).  Override with ``HPCGNN_THREAD_LEVEL`` (single, funneled,
 serialized, multiple) before importing hpcgnn.
+
+:data:`LOCK` keeps that promise when hpcgnn itself runs MPI on a second thread (a
+data loader's prefetch thread): every one-sided table operation holds it.  A user
+who calls mpi4py from the main thread while such a loader iterates holds it too
+(``with hpcgnn.comm.mpi.LOCK: ...``).
 """
+import functools
 import os
 import sys
+import threading
 
 if "mpi4py.MPI" not in sys.modules:
     import mpi4py
@@ -22,6 +29,19 @@ THREAD_LEVEL_NAMES = {
     MPI.THREAD_SERIALIZED: "serialized",
     MPI.THREAD_MULTIPLE: "multiple",
 }
+
+
+#: Held around every MPI call hpcgnn may make from more than one thread.
+LOCK = threading.RLock()
+
+
+def serialized(fn):
+    """Decorator: run ``fn`` holding :data:`LOCK`."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with LOCK:
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def world():
@@ -39,4 +59,4 @@ def library_version() -> str:
     return MPI.Get_library_version().strip().splitlines()[0]
 
 
-__all__ = ["MPI", "world", "thread_level", "library_version"]
+__all__ = ["MPI", "LOCK", "serialized", "world", "thread_level", "library_version"]

@@ -52,7 +52,7 @@ import numpy as np
 from ..errors import InputError
 from . import rowstore as rs
 from .agree import agreed
-from .mpi import MPI
+from .mpi import MPI, serialized
 
 try:  # compiled datatype builder (ext/gather.pxi); mpi4py's builder is the fallback
     from .._ext import hindexed_blocks as _ext_hindexed_blocks
@@ -270,6 +270,7 @@ class RowStore:
                 f"ranges={len(self._owners)}, rank={self.rank})")
 
     # ------------------------------------------------------------------ reads
+    @serialized
     def gather(self, ids, out: np.ndarray | None = None) -> np.ndarray:
         """Independent: the rows of ``ids`` (global, any order, repeats allowed), in
         the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``)."""
@@ -323,6 +324,7 @@ class RowStore:
             out2d[perm] = grouped2d
 
     # ------------------------------------------------------------------ writes
+    @serialized
     def scatter(self, ids, values) -> None:
         """Independent: write ``values[i]`` into row ``ids[i]`` (the last one wins
         for repeated ids).  Complete at the owner on return; others see it after a
@@ -335,6 +337,7 @@ class RowStore:
         ids, values = rs.last_wins(ids, values)
         self._write(ids, values, "put", None)
 
+    @serialized
     def accumulate(self, ids, values, op="sum") -> None:
         """Independent: ``row[ids[i]] = op(row[ids[i]], values[i])`` with MPI
         ``Accumulate``: atomic per element against every other accumulate of this
@@ -350,6 +353,7 @@ class RowStore:
         ids, values = rs.combine(ids, values, name)
         self._write(ids, values, "acc", _MPI_OPS[name])
 
+    @serialized
     def get_accumulate(self, ids, values, op="sum") -> np.ndarray:
         """Independent: like :meth:`accumulate`, and return the rows as they were just
         before this rank's update (MPI ``Get_accumulate``; atomic per element).  The
@@ -451,6 +455,7 @@ class RowStore:
             dt.Free()
 
     # ------------------------------------------------------------------ sync, lifetime
+    @serialized
     def barrier(self, comm=None) -> None:
         """Collective over the world (or over ``comm``, a group of readers and writers,
         e.g. the trainers while the owners serve): every write issued before it
@@ -464,6 +469,7 @@ class RowStore:
         for w in self._windows():
             w.Sync()
 
+    @serialized
     def free(self) -> None:
         """Collective over the world: close the epochs and free the windows (the
         shared memory is released; nothing is left in ``/dev/shm``).  Idempotent."""

@@ -96,6 +96,21 @@ class DistGraph:
                                      f"{ctx.num_nodes} node(s); one node serves each partition "
                                      "(launch more nodes or set ranks_per_node)")
             svc.call("load_graph", graph_name, os.path.abspath(part_config))
+        self._bind(ctx, graph_name)
+
+    @classmethod
+    def attach(cls, ctx, graph_name: str) -> "DistGraph":
+        """Independent: a view of a graph this rank's service already holds, on any
+        role (sampler ranks read the graph this way)."""
+        if graph_name not in ctx.service.graphs:
+            raise InputError(f"DistGraph.attach: rank {ctx.rank} holds no graph named {graph_name!r}")
+        g = cls.__new__(cls)
+        g.standalone = False
+        g._bind(ctx, graph_name)
+        return g
+
+    def _bind(self, ctx, graph_name: str) -> None:
+        svc = ctx.service
         self._ctx = ctx
         self._t = svc.graphs[graph_name]
         self.graph_name = graph_name

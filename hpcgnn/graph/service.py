@@ -14,6 +14,10 @@ runs a command that is valid; anything that still fails on a follower aborts the
 """
 from __future__ import annotations
 
+import os
+import time
+
+from ..comm.batches import BatchChannel
 from ..comm.control import SHUTDOWN, ControlChannel
 from ..errors import InputError
 
@@ -21,17 +25,29 @@ from ..errors import InputError
 class Service:
     """Collective over ``ctx.world`` to create."""
 
+    #: Followers wait for commands by polling (``MPI_Improbe``, which also drives MPI
+    #: progress for one-sided traffic aimed at them) and sleeping up to
+    #: :attr:`max_idle_s` in between, instead of a blocking receive: Open MPI's
+    #: blocking receive spins on a core, which on a node with fewer cores than ranks
+    #: takes the trainers' CPU.  ``HPCGNN_SERVER_WAIT=block`` restores the blocking
+    #: receive (lowest latency for RMA that needs the target's progress, e.g. TCP).
+    poll_idle = os.environ.get("HPCGNN_SERVER_WAIT", "poll") != "block"
+    max_idle_s = 1e-3
+
     #: Operations a command may name (each is a method ``op_<name>``).
     OPS = ("load_graph", "free_graph", "barrier", "call_registered", "create_store", "free_store")
 
     def __init__(self, ctx):
         self.ctx = ctx
         self.channel = ControlChannel(ctx)
+        self.batches = BatchChannel(ctx)
+        self._loaders = 0
         self.graphs: dict[str, object] = {}
         self.registered: dict[str, object] = {}
         self.serving = False
         self.stopped = False
         ctx.track(self.channel)
+        ctx.track(self.batches)
         ctx.on_finalize(self._finalize_hook)
 
     # -- trainers ----------------------------------------------------------------
@@ -61,18 +77,47 @@ class Service:
                 self.channel.send(SHUTDOWN)
         self.stopped = True
 
+    def next_loader_id(self) -> int:
+        """Trainers: a number for a new data loader (the same on every trainer, since
+        loaders are created collectively)."""
+        self._loaders += 1
+        return self._loaders
+
     # -- followers -----------------------------------------------------------------
     def serve(self) -> None:
-        """Followers: run the leader's commands until it says shutdown."""
+        """Followers: run the leader's commands until it says shutdown.  Servers
+        block in a receive; samplers also produce mini-batches for their trainers
+        (:class:`hpcgnn.sampling.remote.SamplerWorker`)."""
         self.serving = True
+        if self.ctx.is_sampler:
+            from ..sampling.remote import SamplerWorker
+
+            SamplerWorker(self).serve()
+            return
+        if not self.poll_idle:
+            while self.run_command(*self.channel.recv()):
+                pass
+            return
+        idle = 0.0
         while True:
-            op, args = self.channel.recv()
-            if op == SHUTDOWN:
-                self.stopped = True
-                return
-            if op not in self.OPS:
-                raise RuntimeError(f"hpcgnn service: unknown command {op!r} from the leader trainer")
-            getattr(self, "op_" + op)(*args)
+            cmd = self.channel.poll()
+            if cmd is not None:
+                if not self.run_command(*cmd):
+                    return
+                idle = 0.0
+            else:
+                idle = min(self.max_idle_s, idle * 2 or 1e-5)
+                time.sleep(idle)
+
+    def run_command(self, op: str, args: tuple) -> bool:
+        """Follower: run one command; False once it was the shutdown."""
+        if op == SHUTDOWN:
+            self.stopped = True
+            return False
+        if op not in self.OPS:
+            raise RuntimeError(f"hpcgnn service: unknown command {op!r} from the leader trainer")
+        getattr(self, "op_" + op)(*args)
+        return True
 
     # -- operations (run on every rank of the world) ----------------------------------
     def op_load_graph(self, name: str, config_path: str):

@@ -160,17 +160,33 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
     return _result(np.concatenate(out) if out else np.empty(0, np.int64))
 
 
+def _trainer_of(rank, num_trainers):
+    if rank is not None and num_trainers is not None:
+        return rank, num_trainers
+    from ..launch import current_context
+
+    ctx = current_context()
+    tc = ctx.trainer_comm if ctx is not None else None
+    r, n = (tc.Get_rank(), tc.Get_size()) if tc is not None else (0, 1)
+    return (r if rank is None else rank), (n if num_trainers is None else num_trainers)
+
+
 def node_split(nodes_mask, partition_book, ntype: str = "_N", force_even: bool = True,
-               node_trainer_ids=None, *, rank: int, num_trainers: int):
+               node_trainer_ids=None, *, rank: int | None = None, num_trainers: int | None = None):
     """Trainer ``rank``'s share (sorted int64 ids, a torch tensor) of the nodes
-    selected by ``nodes_mask``; see the module doc for the rules."""
+    selected by ``nodes_mask``; see the module doc for the rules.  ``rank`` and
+    ``num_trainers`` default to this trainer's rank among the trainers and their
+    number (from the current :func:`hpcgnn.initialize` context; 0 and 1 without
+    one)."""
+    rank, num_trainers = _trainer_of(rank, num_trainers)
     policy = PartitionPolicy(f"node:{ntype}", partition_book)
     return _split(nodes_mask, policy, force_even, node_trainer_ids, rank, num_trainers, "node_split")
 
 
 def edge_split(edges_mask, partition_book, etype: str = "_E", force_even: bool = True,
-               edge_trainer_ids=None, *, rank: int, num_trainers: int):
+               edge_trainer_ids=None, *, rank: int | None = None, num_trainers: int | None = None):
     """Edge counterpart of :func:`node_split` (the mask is over edge ids)."""
+    rank, num_trainers = _trainer_of(rank, num_trainers)
     policy = PartitionPolicy(f"edge:{etype}", partition_book)
     return _split(edges_mask, policy, force_even, edge_trainer_ids, rank, num_trainers, "edge_split")
 

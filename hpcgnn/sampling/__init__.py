@@ -1,7 +1,11 @@
 """Neighbor sampling on a DistGraph: one hop (:func:`sample_neighbors`), multi-hop
-(:class:`NeighborSampler`) into a PyG-shaped :class:`MiniBatch`."""
+(:class:`NeighborSampler`) into a PyG-shaped :class:`MiniBatch`, and the data
+loaders that feed training (:class:`DistNodeDataLoader`, :class:`DistEdgeDataLoader`)."""
+from . import negative as negative_sampler
 from .batch import Block, MiniBatch
+from .loader import DistEdgeDataLoader, DistNodeDataLoader
 from .neighbor import sample_neighbors
 from .sampler import NeighborSampler
 
-__all__ = ["sample_neighbors", "NeighborSampler", "MiniBatch", "Block"]
+__all__ = ["sample_neighbors", "NeighborSampler", "MiniBatch", "Block", "DistNodeDataLoader",
+           "DistEdgeDataLoader", "negative_sampler"]

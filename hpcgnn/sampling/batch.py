@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 
@@ -39,7 +40,13 @@ class MiniBatch:
     hop 1 first.  ``num_sampled_nodes[0] == batch_size`` and ``num_sampled_nodes[h]``
     / ``num_sampled_edges[h-1]`` count hop ``h``: exactly what PyG's
     ``trim_to_layer`` takes.  ``x`` / ``y``: filled by :meth:`fetch_features` (rows
-    of every node of ``n_id``, as PyG does; use ``y[:batch_size]``)."""
+    of every node of ``n_id``, as PyG does; use ``y[:batch_size]``).
+
+    Link prediction batches (:class:`~hpcgnn.sampling.DistEdgeDataLoader`) add, as
+    PyG's ``LinkNeighborLoader`` does: ``edge_label_index`` (``[2, B*(1+k)]`` local
+    ids: the ``B`` seed edges, then the ``B*k`` negative pairs), ``edge_label`` (1.0
+    for the seed edges, 0.0 for the negatives) and ``input_id`` (the seed edges'
+    global ids)."""
     n_id: torch.Tensor
     e_id: torch.Tensor
     edge_index: torch.Tensor
@@ -49,6 +56,9 @@ class MiniBatch:
     x: torch.Tensor | None = None
     y: torch.Tensor | None = None
     edge_dir: str = "in"
+    edge_label_index: torch.Tensor | None = None
+    edge_label: torch.Tensor | None = None
+    input_id: torch.Tensor | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -111,9 +121,32 @@ class MiniBatch:
         """A ``torch_geometric.data.Data`` with the same fields (needs PyG)."""
         from torch_geometric.data import Data
 
-        return Data(x=self.x, y=self.y, edge_index=self.edge_index, n_id=self.n_id, e_id=self.e_id,
-                    batch_size=self.batch_size, num_sampled_nodes=list(self.num_sampled_nodes),
-                    num_sampled_edges=list(self.num_sampled_edges), num_nodes=self.num_nodes)
+        d = Data(x=self.x, y=self.y, edge_index=self.edge_index, n_id=self.n_id, e_id=self.e_id,
+                 batch_size=self.batch_size, num_sampled_nodes=list(self.num_sampled_nodes),
+                 num_sampled_edges=list(self.num_sampled_edges), num_nodes=self.num_nodes)
+        for k in ("edge_label_index", "edge_label", "input_id"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+    def drop_edges(self, eids: np.ndarray) -> "MiniBatch":
+        """Remove the sampled edges whose global id is in ``eids`` (the hop counts
+        follow; nodes stay).  Returns ``self``."""
+        ex = np.sort(np.asarray(eids, dtype=np.int64).reshape(-1))
+        if len(ex) == 0 or self.num_edges == 0:
+            return self
+        e = self.e_id.numpy()
+        at = np.minimum(np.searchsorted(ex, e), len(ex) - 1)
+        keep = ex[at] != e
+        if keep.all():
+            return self
+        ends = np.cumsum(self.num_sampled_edges)
+        kept = np.concatenate([[0], np.cumsum(keep)])
+        self.num_sampled_edges = [int(kept[b]) - int(kept[a]) for a, b in zip([0, *ends[:-1]], ends)]
+        k = torch.from_numpy(keep)
+        self.e_id = self.e_id[k]
+        self.edge_index = self.edge_index[:, k]
+        return self
 
 
 def _as_tensor(a):

@@ -39,6 +39,15 @@ class NeighborSampler:
         self._rng = np.random.default_rng(seed)
         self._local = threading.local()
 
+    def __getstate__(self):              # picklable (sent to sampler ranks): no thread-local tables
+        state = self.__dict__.copy()
+        del state["_local"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+
     @property
     def num_layers(self) -> int:
         return len(self.fanouts)

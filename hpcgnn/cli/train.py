@@ -1,0 +1,23 @@
+"""``hpcgnn train [CONFIG.toml] [--key value ...]``: node classification with
+GraphSAGE on a partitioned graph (:mod:`hpcgnn.train.node_classification`).
+
+Run under ``mpirun``/``srun``: every rank runs it; servers and samplers serve, the
+trainers train.  Settings come from the TOML file, then the flags (``--help``
+lists them; an unknown key is an error naming the closest one)."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p):
+    p.add_argument("args", nargs=argparse.REMAINDER, help="[CONFIG.toml] [--key value ...] (see --help)")
+    p.add_help = False
+
+
+def run(args) -> int:
+    from ..train.node_classification import main
+
+    rest = list(args.args)
+    if rest and rest[0].endswith(".toml"):
+        rest = ["--config", rest[0]] + rest[1:]
+    return main(rest)

@@ -1,0 +1,53 @@
+"""Stop requests from the batch system: SIGUSR1 (SLURM's ``--signal=USR1@T``) and
+SIGTERM (``scancel``, time limit).
+
+:func:`install` (called by :func:`hpcgnn.initialize` on every rank) replaces the
+default action of both signals, which is to kill the process, by recording that a
+stop was asked for.  Server and sampler ranks keep serving; trainers check
+:func:`agreed_stop` at a step boundary, checkpoint and end cleanly, and then the
+servers are released as usual.  Nothing happens inside the handler but setting a
+flag, so a signal never interrupts an MPI call half way.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+
+from .mpi import LOCK, MPI
+
+_requested = threading.Event()
+_received: list[int] = []
+
+
+def _handler(signum, frame):
+    _received.append(signum)
+    _requested.set()
+
+
+def install(signals=(signal.SIGUSR1, signal.SIGTERM)) -> None:
+    """Independent: record these signals instead of dying from them (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in signals:
+        signal.signal(s, _handler)
+
+
+def requested() -> bool:
+    """Whether this rank received a stop signal."""
+    return _requested.is_set()
+
+
+def received() -> list[str]:
+    return [signal.Signals(s).name for s in _received]
+
+
+def agreed_stop(comm) -> bool:
+    """Collective over ``comm``: whether any rank of it received a stop signal (so
+    all stop at the same step)."""
+    with LOCK:
+        return bool(comm.allreduce(int(_requested.is_set()), op=MPI.MAX))
+
+
+def clear() -> None:
+    _requested.clear()
+    _received.clear()

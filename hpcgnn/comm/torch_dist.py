@@ -1,0 +1,67 @@
+"""``torch.distributed`` over the trainers, bootstrapped from MPI.
+
+No ``MASTER_ADDR``/``MASTER_PORT`` for the user to pick and no ip_config file:
+trainer 0 opens a ``TCPStore`` on a free port of its own host (the OS picks it),
+and MPI broadcasts the address to the other trainers, which then join the
+process group.  The backend is NCCL when CUDA is available, else gloo.
+
+``HPCGNN_DIST_ADDR`` overrides the address trainer 0 advertises (default: the
+address its hostname resolves to), for clusters whose hostnames resolve to an
+interface the compute nodes cannot reach.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+from .agree import agreed
+
+
+def _advertised_address() -> str:
+    addr = os.environ.get("HPCGNN_DIST_ADDR")
+    if addr:
+        return addr
+    host = socket.gethostname()
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return "127.0.0.1"
+
+
+def init_process_group(ctx, backend: str | None = None, timeout_s: float = 1800.0):
+    """Collective over the trainers: start ``torch.distributed`` with one rank per
+    trainer (rank = rank in ``ctx.trainer_comm``).  Returns the backend used.
+    Already initialised: returns the backend in use."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return dist.get_backend()
+    tc = ctx.trainer_comm
+    if tc is None:
+        raise RuntimeError(f"init_process_group: rank {ctx.rank} is a {ctx.role}; only trainers join")
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    timeout = datetime.timedelta(seconds=timeout_s)
+    rank, size = tc.Get_rank(), tc.Get_size()
+    store, where = None, None
+    with agreed(tc):
+        if rank == 0:
+            host = _advertised_address()
+            store = dist.TCPStore(host, 0, size, is_master=True, timeout=timeout, wait_for_workers=False)
+            where = (host, store.port)
+    host, port = tc.bcast(where, root=0)
+    with agreed(tc):
+        if rank != 0:
+            store = dist.TCPStore(host, port, size, is_master=False, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout)
+    ctx.on_finalize(_destroy)
+    return backend
+
+
+def _destroy():
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()

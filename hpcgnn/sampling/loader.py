@@ -1,0 +1,323 @@
+"""``DistNodeDataLoader`` and ``DistEdgeDataLoader``: mini-batches for training.
+
+Creation is collective over the trainers (they agree on the step count, the seed
+and, with sampler ranks, hand their batch plans to their samplers).  Iteration is
+independent.  Which batches an epoch holds is fixed by the settings alone (see
+:mod:`hpcgnn.sampling.plan`); who produces them depends on ``mode``:
+
+``"samplers"`` (the default when the layout has sampler ranks)
+    the trainer's sampler ranks produce the batches and send them, at most
+    ``prefetch`` in flight per trainer (:mod:`hpcgnn.sampling.remote`);
+``"thread"`` (the default otherwise, ``prefetch >= 1``)
+    a background thread of the trainer produces up to ``prefetch`` batches ahead
+    while the model computes (the sampling kernels and MPI reads release the GIL;
+    MPI calls are serialized with :data:`hpcgnn.comm.mpi.LOCK`);
+``"inline"`` (``prefetch=0``)
+    each batch is produced when asked for.
+
+All three yield identical batches.  ``loader.stats`` holds, for the last epoch,
+the seconds the consumer waited for batches, the batches and the sampled edges.
+"""
+from __future__ import annotations
+
+import numbers
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..comm.agree import agreed
+from ..comm.mpi import MPI
+from ..errors import InputError
+from ..graph.dist_graph import _ids
+from ..partition.arrays import unique_inverse
+from .plan import EpochPlan
+
+MODES = ("auto", "inline", "thread", "samplers")
+EXCLUDE = (None, "self", "reverse_id")
+
+
+@dataclass
+class NodeTask:
+    """How to build a node-classification batch (picklable: sent to sampler ranks)."""
+    sampler: object
+    plan: EpochPlan
+    feat: str | None
+    label: str | None
+
+    def make(self, g, epoch: int, step: int, order=None):
+        seeds = self.plan.batch(epoch, step, order)
+        b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
+        if self.feat is not None or self.label is not None:
+            b.fetch_features(g, self.feat, self.label)
+        return b
+
+
+@dataclass
+class EdgeTask:
+    """How to build a link-prediction batch (picklable)."""
+    sampler: object
+    plan: EpochPlan
+    negative_sampler: object
+    exclude: object
+    reverse_eids: np.ndarray | None
+    feat: str | None
+    label: str | None
+
+    def make(self, g, epoch: int, step: int, order=None):
+        eids = self.plan.batch(epoch, step, order)
+        rng = self.plan.rng(epoch, step)
+        src, dst = (t.numpy() for t in g.find_edges(eids))
+        parts = [src, dst]
+        if self.negative_sampler is not None:
+            parts += list(self.negative_sampler(g.num_nodes(), src, dst, rng))
+        uniq, inv = unique_inverse(np.concatenate(parts))
+        b = self.sampler.sample(g, uniq, rng=rng)
+        if self.exclude == "self":
+            b.drop_edges(eids)
+        elif self.exclude == "reverse_id":
+            b.drop_edges(np.concatenate([eids, self.reverse_eids[eids]]))
+        elif callable(self.exclude):
+            b.drop_edges(np.asarray(self.exclude(torch.from_numpy(eids)), dtype=np.int64))
+        B = len(eids)
+        inv = inv.astype(np.int64, copy=False)
+        eli = np.concatenate([inv[:2 * B].reshape(2, B), inv[2 * B:].reshape(2, -1)], axis=1)
+        b.edge_label_index = torch.from_numpy(np.ascontiguousarray(eli))
+        b.edge_label = torch.cat([torch.ones(B), torch.zeros(eli.shape[1] - B)])
+        b.input_id = torch.from_numpy(eids)
+        if self.feat is not None or self.label is not None:
+            b.fetch_features(g, self.feat, self.label)
+        return b
+
+
+class _Loader:
+    def __init__(self, g, ids, batch_size, shuffle, drop_last, seed, prefetch, mode, what, make_task):
+        ctx = g.context
+        self.g, self.what = g, what
+        tcomm = ctx.trainer_comm
+        with agreed(tcomm):
+            if isinstance(batch_size, bool) or not isinstance(batch_size, (numbers.Integral, np.integer)) \
+                    or int(batch_size) < 1:
+                raise InputError(f"{what}: batch_size must be a positive integer, got {batch_size!r}")
+            if isinstance(prefetch, bool) or not isinstance(prefetch, (numbers.Integral, np.integer)) \
+                    or int(prefetch) < 0:
+                raise InputError(f"{what}: prefetch must be an integer >= 0, got {prefetch!r}")
+            if mode not in MODES:
+                raise InputError(f"{what}: mode must be one of {MODES}, got {mode!r}")
+            n_total = g.num_edges() if isinstance(self, DistEdgeDataLoader) else g.num_nodes()
+            ids = _ids(ids, n_total, f"{what}: ids")
+            samplers = ctx.samplers_of(ctx.rank)
+            if mode == "samplers" and not samplers:
+                raise InputError(f"{what}: mode='samplers' but layout '{ctx.layout}' gives trainer "
+                                 f"{ctx.rank} no sampler rank")
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        seed = tcomm.bcast(int(seed), root=0)
+        own = EpochPlan.own_steps(len(ids), int(batch_size), bool(drop_last))
+        counts = tcomm.allgather(len(ids))
+        steps = max(EpochPlan.own_steps(c, int(batch_size), bool(drop_last)) for c in counts)
+        with agreed(tcomm):
+            empty = [r for r, c in enumerate(counts) if EpochPlan.own_steps(c, int(batch_size), bool(drop_last)) == 0]
+            if empty and steps > 0:
+                raise InputError(f"{what}: trainer(s) {empty} of {len(counts)} have no full batch of ids "
+                                 f"({[counts[r] for r in empty]} ids, batch_size={batch_size}, "
+                                 f"drop_last={bool(drop_last)}) while others have {steps} steps per epoch; "
+                                 "use fewer trainers or a smaller batch_size")
+        del own
+        self.plan = EpochPlan(ids, int(batch_size), bool(shuffle), bool(drop_last), seed,
+                              tcomm.Get_rank(), steps)
+        self.task = make_task(self.plan)
+        self.prefetch = int(prefetch)
+        if mode == "auto":
+            mode = "samplers" if samplers else ("thread" if self.prefetch > 0 else "inline")
+        self.mode = mode
+        self._epoch, self._start = 0, 0
+        self.position = (0, 0)
+        self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0}
+        self._remote = None
+        if tcomm.allreduce(int(mode == "samplers"), op=MPI.SUM) not in (0, tcomm.Get_size()):
+            raise InputError(f"{what}: some trainers use sampler ranks and others do not")
+        if mode == "samplers":
+            from .remote import RemoteLoader
+
+            self._remote = RemoteLoader(ctx, g, self.task, max(1, self.prefetch))
+
+    def __len__(self) -> int:
+        return self.plan.steps
+
+    @property
+    def batch_size(self) -> int:
+        return self.plan.batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """Iterate epoch ``epoch`` next (from its first step)."""
+        self._epoch, self._start = int(epoch), 0
+
+    def state_dict(self) -> dict:
+        """Where the next iteration starts: ``{"epoch", "step"}`` (for checkpoints)."""
+        e, s = self.position
+        return {"epoch": e, "step": s, "seed": self.plan.seed}
+
+    def load_state_dict(self, state: dict) -> None:
+        if int(state.get("seed", self.plan.seed)) != self.plan.seed:
+            raise InputError(f"{self.what}: checkpoint was written with loader seed {state['seed']}, "
+                             f"this loader has seed {self.plan.seed}")
+        self._epoch, self._start = int(state["epoch"]), int(state["step"])
+        self.position = (self._epoch, self._start)
+
+    def __iter__(self):
+        epoch, start = self._epoch, self._start
+        self._epoch, self._start = epoch + 1, 0
+        self.position = (epoch, start)
+        self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0}
+        if self.mode == "samplers":
+            source = self._remote.epoch(epoch, start, self.plan.steps)
+        elif self.mode == "thread":
+            source = _Prefetcher(self._producer(epoch, start), self.prefetch)
+        else:
+            source = _Inline(self._producer(epoch, start))
+        try:
+            for step in range(start, self.plan.steps):
+                t0 = time.perf_counter()
+                b = source.next()
+                self.stats["wait_s"] += time.perf_counter() - t0
+                self.stats["batches"] += 1
+                self.stats["sampled_edges"] += b.num_edges
+                self.position = (epoch, step + 1)
+                yield b
+            self.position = (epoch + 1, 0)
+        finally:
+            source.close()
+
+    def _producer(self, epoch: int, start: int):
+        task, g = self.task, self.g
+        order = task.plan.order(epoch)
+        for step in range(start, task.plan.steps):
+            yield task.make(g, epoch, step, order)
+
+
+class _Inline:
+    def __init__(self, gen):
+        self.gen = gen
+
+    def next(self):
+        return next(self.gen)
+
+    def close(self):
+        self.gen.close()
+
+
+class _Prefetcher:
+    """Runs a batch generator on a daemon thread, ``depth`` batches ahead."""
+
+    def __init__(self, gen, depth: int):
+        self.q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(gen,), name="hpcgnn-prefetch", daemon=True)
+        self.thread.start()
+
+    def _put(self, item) -> bool:
+        while not self.halt.is_set():
+            try:
+                self.q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, gen):
+        try:
+            for b in gen:
+                if not self._put(("batch", b)):
+                    return
+            self._put(("end", None))
+        except BaseException as e:      # handed to the consumer, raised there
+            self._put(("error", e))
+
+    def next(self):
+        kind, v = self.q.get()
+        if kind == "error":
+            raise v
+        if kind == "end":
+            raise StopIteration
+        return v
+
+    def close(self):
+        self.halt.set()
+        while True:
+            try:
+                self.q.get_nowait()
+            except queue.Empty:
+                break
+        self.thread.join()
+
+
+class DistNodeDataLoader(_Loader):
+    """``DistNodeDataLoader(g, nids, sampler, batch_size=1, shuffle=False, drop_last=False)``:
+    node-classification mini-batches (:class:`~hpcgnn.sampling.MiniBatch` with ``x``
+    and ``y`` of every sampled node) around this trainer's ``nids`` (e.g. from
+    :func:`~hpcgnn.graph.node_split`).
+
+    ``seed``: batches are a function of it (None: drawn from torch's generator on
+    trainer 0); ``prefetch``: batches produced ahead (0: inline); ``mode``: see the
+    module doc; ``feat``/``label``: node features gathered into ``x``/``y`` (None
+    skips).  Collective over the trainers.  Every trainer gets ``len(loader)``
+    batches per epoch (see :mod:`hpcgnn.sampling.plan`).
+    """
+
+    def __init__(self, g, nids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
+                 *, seed: int | None = None, prefetch: int = 2, mode: str = "auto",
+                 feat: str | None = "feat", label: str | None = "label"):
+        _check_features(g, feat, label, "DistNodeDataLoader")
+        super().__init__(g, nids, batch_size, shuffle, drop_last, seed, prefetch, mode, "DistNodeDataLoader",
+                         lambda plan: NodeTask(sampler, plan, feat, label))
+
+
+class DistEdgeDataLoader(_Loader):
+    """``DistEdgeDataLoader(g, eids, sampler, batch_size, negative_sampler=Uniform(k),
+    exclude='self')``: link-prediction mini-batches around the seed edges ``eids``.
+
+    Each batch samples the neighbourhoods of both endpoints of its seed edges and of
+    the negative pairs; ``edge_label_index``/``edge_label`` name the pairs to score
+    (see :class:`~hpcgnn.sampling.MiniBatch`).  ``exclude``: ``None``; ``'self'``
+    (the seed edges never appear among the sampled edges, so a model cannot read
+    the edge it predicts); ``'reverse_id'`` (also their reverse edges,
+    ``reverse_eids[e]``, an int array over all edge ids); or a function of the seed
+    edge ids returning edge ids to remove.  Exclusion removes edges after sampling
+    (a node may have fewer than ``fanout`` edges left).  Other arguments as
+    :class:`DistNodeDataLoader`; ``feat``/``label`` default to ``'feat'``/None.
+    """
+
+    def __init__(self, g, eids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
+                 *, negative_sampler=None, exclude=None, reverse_eids=None, seed: int | None = None,
+                 prefetch: int = 2, mode: str = "auto", feat: str | None = "feat", label: str | None = None):
+        what = "DistEdgeDataLoader"
+        _check_features(g, feat, label, what)
+        rev = None
+        with agreed(g.context.trainer_comm):
+            if not (exclude in EXCLUDE or callable(exclude)):
+                raise InputError(f"{what}: exclude must be None, 'self', 'reverse_id' or a function, "
+                                 f"got {exclude!r}")
+            if exclude == "reverse_id":
+                if reverse_eids is None:
+                    raise InputError(f"{what}: exclude='reverse_id' needs reverse_eids= (the reverse of every edge)")
+                rev = _ids(reverse_eids, g.num_edges(), f"{what}: reverse_eids")
+                if len(rev) != g.num_edges():
+                    raise InputError(f"{what}: reverse_eids has {len(rev)} entries, the graph has "
+                                     f"{g.num_edges()} edges")
+            if negative_sampler is not None and not callable(negative_sampler):
+                raise InputError(f"{what}: negative_sampler must be callable (e.g. Uniform(1)), "
+                                 f"got {negative_sampler!r}")
+        super().__init__(g, eids, batch_size, shuffle, drop_last, seed, prefetch, mode, what,
+                         lambda plan: EdgeTask(sampler, plan, negative_sampler, exclude, rev, feat, label))
+
+
+def _check_features(g, feat, label, what):
+    with agreed(g.context.trainer_comm):
+        for kind, name in (("feat", feat), ("label", label)):
+            if name is not None and name not in g.ndata:
+                raise InputError(f"{what}: {kind}={name!r} is not a node feature of graph {g.graph_name!r} "
+                                 f"(node features: {sorted(g.ndata) or 'none'})")

@@ -1,0 +1,213 @@
+"""Sampler ranks: produce a trainer's mini-batches and send them (``mode="samplers"``).
+
+Protocol (all on :class:`hpcgnn.comm.batches.BatchChannel`, per loader id ``lid``,
+which the trainers number alike because loaders are created collectively):
+
+* at loader creation each trainer sends its samplers ``("register", lid, trainer,
+  graph_name, task)``: the picklable task (:class:`~hpcgnn.sampling.loader.NodeTask`
+  or ``EdgeTask``) holding the trainer's ids and settings;
+* per epoch, ``("epoch", lid, trainer, epoch, steps, credits)``: the steps this
+  sampler produces (with ``S`` samplers, every ``S``-th) and how many batches it
+  may send before the trainer takes one; every batch the trainer takes returns
+  ``("credit", lid, trainer)``, so at most ``credits`` batches per trainer are in
+  flight (bounded memory on both sides);
+* a trainer leaving an epoch early sends ``("stop", lid, trainer)``; the sampler
+  drops the rest and answers with an ``"end"`` frame after which nothing more
+  comes, so the trainer drains what was in flight and both sides are clean.
+
+A sampler interleaves the streams of all its trainers (round robin over the ones
+with credit) and polls for requests and for the leader's control commands
+between batches, sleeping briefly (up to 1 ms) only when it has nothing to do.
+Batch ``(epoch, step)`` is the same batch the trainer would have made itself.
+An exception on a sampler aborts the job (:mod:`hpcgnn.comm.failure`): no trainer
+waits for a batch that will never come.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+from .batch import MiniBatch
+
+_ARRAYS = ("n_id", "e_id", "edge_index", "x", "y", "edge_label_index", "edge_label", "input_id")
+_SCALARS = ("batch_size", "num_sampled_nodes", "num_sampled_edges", "edge_dir")
+
+
+def _to_frame(b: MiniBatch):
+    names, arrays = [], []
+    for k in _ARRAYS:
+        v = getattr(b, k)
+        if v is not None:
+            a = v.numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+            names.append(k)
+            arrays.append(np.ascontiguousarray(a))
+    return {k: getattr(b, k) for k in _SCALARS} | {"arrays": names}, arrays
+
+
+def _from_frame(header, arrays) -> MiniBatch:
+    fields = {k: header[k] for k in _SCALARS}
+    fields.update({k: torch.from_numpy(a) for k, a in zip(header["arrays"], arrays)})
+    return MiniBatch(**fields)
+
+
+class RemoteLoader:
+    """Trainer side of one loader.  Created collectively by the trainers."""
+
+    def __init__(self, ctx, g, task, depth: int):
+        svc = ctx.service
+        self.channel = svc.batches
+        self.lid = svc.next_loader_id()
+        self.rank = ctx.rank
+        self.samplers = ctx.samplers_of(ctx.rank)
+        self.depth = depth
+        for s in self.samplers:
+            self.channel.request(s, ("register", self.lid, self.rank, g.graph_name, task))
+
+    def epoch(self, epoch: int, start: int, steps: int) -> "_RemoteEpoch":
+        return _RemoteEpoch(self, epoch, start, steps)
+
+
+class _RemoteEpoch:
+    def __init__(self, rl: RemoteLoader, epoch: int, start: int, steps: int):
+        self.rl, self.epoch, self.start, self.steps = rl, epoch, start, steps
+        self.next_step = start
+        S = len(rl.samplers)
+        self.active = []
+        for j, s in enumerate(rl.samplers):
+            mine = list(range(start + j, steps, S))
+            if mine:
+                rl.channel.request(s, ("epoch", rl.lid, rl.rank, epoch, mine, rl.depth))
+                self.active.append(s)
+
+    def next(self) -> MiniBatch:
+        rl = self.rl
+        if self.next_step >= self.steps:
+            raise StopIteration
+        src = rl.samplers[(self.next_step - self.start) % len(rl.samplers)]
+        header, arrays = rl.channel.recv_frame(src, rl.lid)
+        if header.get("kind") != "batch" or header["step"] != self.next_step or header["epoch"] != self.epoch:
+            raise RuntimeError(f"hpcgnn loader: trainer {rl.rank} expected batch {self.next_step} of epoch "
+                               f"{self.epoch} from sampler {src}, got {header}")
+        self.next_step += 1
+        # a credit only where that sampler still has steps of this epoch to send
+        if self.next_step - 1 + len(rl.samplers) < self.steps:
+            rl.channel.request(src, ("credit", rl.lid, rl.rank))
+        return _from_frame(header["batch"], arrays)
+
+    def close(self) -> None:
+        rl = self.rl
+        if self.next_step >= self.steps:
+            return
+        for s in self.active:
+            rl.channel.request(s, ("stop", rl.lid, rl.rank))
+        for s in self.active:
+            while True:
+                header, _ = rl.channel.recv_frame(s, rl.lid)
+                if header.get("kind") == "end":
+                    break
+        self.next_step = self.steps
+
+
+class _Stream:
+    __slots__ = ("lid", "trainer", "epoch", "steps", "credits")
+
+    def __init__(self, lid, trainer, epoch, steps, credits):
+        self.lid, self.trainer, self.epoch = lid, trainer, epoch
+        self.steps, self.credits = deque(steps), credits
+
+
+class SamplerWorker:
+    """Sampler side: the serve loop of a sampler rank (see the module doc)."""
+
+    def __init__(self, service):
+        self.svc = service
+        self.ctx = service.ctx
+        self.channel = service.batches
+        self.tasks: dict[tuple[int, int], tuple] = {}     # (lid, trainer) -> (graph, task)
+        self.graphs: dict[str, object] = {}
+        self.streams: deque[_Stream] = deque()
+        self.sending: list[tuple[list, list]] = []        # (requests, arrays kept alive)
+        self.order_cache: dict[tuple[int, int, int], np.ndarray] = {}
+
+    def serve(self) -> None:
+        idle = 0.0
+        while True:
+            busy = False
+            cmd = self.svc.channel.poll()
+            if cmd is not None:
+                if not self.svc.run_command(*cmd):
+                    self._flush()
+                    return
+                busy = True
+            msg = self.channel.poll_request()
+            if msg is not None:
+                self._handle(msg)
+                busy = True
+            if self._produce_one():
+                busy = True
+            self.sending = [(r, a) for r, a in self.sending if not self.channel.done(r)]
+            if busy:
+                idle = 0.0
+            else:
+                idle = min(1e-3, idle * 2 or 1e-5)
+                time.sleep(idle)
+
+    def _handle(self, msg) -> None:
+        kind, lid, trainer = msg[0], msg[1], msg[2]
+        if kind == "register":
+            name, task = msg[3], msg[4]
+            if name not in self.graphs:
+                from ..graph.dist_graph import DistGraph
+
+                self.graphs[name] = DistGraph.attach(self.ctx, name)
+            self.tasks[(lid, trainer)] = (self.graphs[name], task)
+        elif kind == "epoch":
+            epoch, steps, credits = msg[3], msg[4], msg[5]
+            self.streams.append(_Stream(lid, trainer, epoch, steps, credits))
+        elif kind == "credit":
+            for st in self.streams:
+                if st.lid == lid and st.trainer == trainer:
+                    st.credits += 1
+                    break
+        elif kind == "stop":
+            self.streams = deque(st for st in self.streams if not (st.lid == lid and st.trainer == trainer))
+            reqs = self.channel.send_frame(trainer, lid, {"kind": "end"}, [])
+            self.sending.append((reqs, []))
+        else:
+            raise RuntimeError(f"hpcgnn sampler {self.ctx.rank}: unknown request {kind!r} from rank {trainer}")
+
+    def _produce_one(self) -> bool:
+        for _ in range(len(self.streams)):
+            st = self.streams[0]
+            self.streams.rotate(-1)
+            if st.credits <= 0:
+                continue
+            step = st.steps.popleft()
+            st.credits -= 1
+            if not st.steps:
+                self.streams.remove(st)
+            g, task = self.tasks[(st.lid, st.trainer)]
+            key = (st.lid, st.trainer, st.epoch)
+            order = self.order_cache.get(key)
+            if order is None:
+                self.order_cache = {k: v for k, v in self.order_cache.items() if k[:2] != key[:2]}
+                order = self.order_cache[key] = task.plan.order(st.epoch)
+            b = task.make(g, st.epoch, step, order)
+            header, arrays = _to_frame(b)
+            reqs = self.channel.send_frame(st.trainer, st.lid,
+                                           {"kind": "batch", "epoch": st.epoch, "step": step, "batch": header},
+                                           arrays)
+            self.sending.append((reqs, arrays))
+            return True
+        return False
+
+    def _flush(self) -> None:
+        for reqs, _ in self.sending:
+            if reqs:
+                from ..comm.mpi import MPI
+
+                MPI.Request.Waitall(reqs)
+        self.sending = []

@@ -1,0 +1,1 @@
+"""Training: GraphSAGE node classification, layer-wise inference, checkpoints, run logs."""

@@ -1,0 +1,133 @@
+"""Checkpoints in one parallel-HDF5 file per save, written by all trainers together.
+
+``<run_dir>/checkpoints/step-<N>.h5`` holds:
+
+* attributes: ``format`` (``hpcgnn-checkpoint``), ``version``, ``step`` and the
+  run's identity (``meta``: graph name, node count, model signature, ...) that a
+  resume must match;
+* ``replicated``: one byte string (``torch.save``) of what every trainer holds
+  alike — model and optimizer state — written by trainer 0;
+* ``trainers/<r>``: trainer ``r``'s own state (RNG states, loader position);
+* ``tensors/<name>``: every row of each :class:`~hpcgnn.graph.DistTensor` given
+  (a ``DistEmbedding`` and its sparse optimizer's state), each trainer writing one
+  contiguous slice with a collective write.
+
+A save goes to ``step-<N>.h5.tmp`` and is renamed once every trainer has closed
+it, so a crash mid-write leaves the previous checkpoint as the newest complete one
+(files ending in ``.tmp`` are never read).  Saving and loading are collective over
+the trainers and hold :data:`hpcgnn.comm.mpi.LOCK` (a prefetch thread may be
+reading windows meanwhile).
+"""
+from __future__ import annotations
+
+import glob
+import io
+import os
+import re
+
+import numpy as np
+import torch
+
+from ..comm.agree import agreed
+from ..comm.mpi import LOCK
+from ..datasets.raw import open_h5
+from ..errors import InputError
+
+FORMAT, VERSION = "hpcgnn-checkpoint", 1
+_NAME = re.compile(r"step-(\d+)\.h5$")
+
+
+def _bytes(obj) -> np.ndarray:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return np.frombuffer(buf.getvalue(), dtype=np.uint8)
+
+
+def _obj(arr: np.ndarray):
+    return torch.load(io.BytesIO(arr.tobytes()), weights_only=False)
+
+
+def _slice(n: int, rank: int, size: int) -> tuple[int, int]:
+    return n * rank // size, n * (rank + 1) // size
+
+
+def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: dict | None = None,
+         keep: int = 2) -> str:
+    """Collective over the trainers: write checkpoint ``step``; keep the newest
+    ``keep`` complete ones.  Returns the path."""
+    tensors = tensors or {}
+    rank, size = tcomm.Get_rank(), tcomm.Get_size()
+    folder = os.path.join(run_dir, "checkpoints")
+    final = os.path.join(folder, f"step-{step}.h5")
+    tmp = final + ".tmp"
+    with LOCK:
+        with agreed(tcomm):
+            if rank == 0:
+                os.makedirs(folder, exist_ok=True)
+        rep = _bytes(replicated) if rank == 0 else None
+        mine = _bytes(own)
+        rep_len = tcomm.bcast(len(rep) if rep is not None else 0, root=0)
+        own_lens = tcomm.allgather(len(mine))
+        with open_h5(tmp, "w", tcomm) as f:
+            f.attrs["format"], f.attrs["version"], f.attrs["step"] = FORMAT, VERSION, int(step)
+            for k, v in meta.items():
+                f.attrs["meta:" + k] = v
+            d = f.create_dataset("replicated", (rep_len,), dtype=np.uint8)
+            if rank == 0:
+                d[:] = rep
+            mine_ds = [f.create_dataset(f"trainers/{r}", (n,), dtype=np.uint8) for r, n in enumerate(own_lens)]
+            mine_ds[rank][:] = mine
+            for name, t in sorted(tensors.items()):
+                n = t.shape[0]
+                ds = f.create_dataset(f"tensors/{name}", t.shape, dtype=np.dtype(str(t.dtype).replace("torch.", "")))
+                lo, hi = _slice(n, rank, size)
+                with ds.collective:
+                    ds[lo:hi] = np.asarray(t[np.arange(lo, hi)])
+        tcomm.Barrier()
+        if rank == 0:
+            os.replace(tmp, final)
+            for old in complete(run_dir)[:-keep] if keep > 0 else []:
+                os.remove(old)
+        tcomm.Barrier()
+    return final
+
+
+def complete(run_dir: str) -> list[str]:
+    """Complete checkpoints of ``run_dir``, oldest first."""
+    paths = glob.glob(os.path.join(run_dir, "checkpoints", "step-*.h5"))
+    return sorted((p for p in paths if _NAME.search(p)), key=lambda p: int(_NAME.search(p).group(1)))
+
+
+def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
+    """Collective over the trainers: ``(step, replicated, own)`` of checkpoint
+    ``path``, after checking its format and that every ``meta`` entry matches
+    (InputError naming the file and the field otherwise); fills ``tensors``."""
+    tensors = tensors or {}
+    rank, size = tcomm.Get_rank(), tcomm.Get_size()
+    with LOCK:
+        with agreed(tcomm):
+            with open_h5(path, "r", None) as f:
+                if f.attrs.get("format") != FORMAT:
+                    raise InputError(f"{path}: not an hpcgnn checkpoint (attribute 'format' is "
+                                     f"{f.attrs.get('format')!r})")
+                for k, v in meta.items():
+                    got = f.attrs.get("meta:" + k)
+                    same = np.array_equal(np.asarray(got), np.asarray(v)) if got is not None else False
+                    if not same:
+                        raise InputError(f"{path}: checkpoint field {k!r} is {got!r}, this run has {v!r} "
+                                         "(a checkpoint of another model or graph; use a new run_dir)")
+                if f"trainers/{rank}" not in f or len(f["trainers"]) != size:
+                    raise InputError(f"{path}: written by {len(f['trainers'])} trainers, this run has {size}")
+                for name, t in tensors.items():
+                    if f"tensors/{name}" not in f or f[f"tensors/{name}"].shape != tuple(t.shape):
+                        raise InputError(f"{path}: no tensor {name!r} of shape {tuple(t.shape)}")
+                step = int(f.attrs["step"])
+                replicated = _obj(f["replicated"][:])
+                own = _obj(f[f"trainers/{rank}"][:])
+                for name, t in tensors.items():
+                    lo, hi = _slice(t.shape[0], rank, size)
+                    if hi > lo:
+                        t[np.arange(lo, hi)] = f[f"tensors/{name}"][lo:hi]
+        for t in tensors.values():
+            t.barrier()
+    return step, replicated, own

@@ -1,0 +1,151 @@
+"""Training settings: defaults, a TOML file, command-line flags — checked strictly.
+
+Precedence: defaults < ``--config FILE.toml`` < flags.  A key that does not exist
+is an error naming the closest key (a typo must not silently train with the
+default).  Fanouts are in hop order, as PyG's ``num_neighbors``: ``[25, 10]``
+samples 25 neighbours of each seed, then 10 of each of those (DGL's
+``fan_out="10,25"`` lists the same thing input layer first).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+
+
+@dataclass
+class TrainConfig:
+    part_config: str = ""
+    graph_name: str | None = None
+    layout: str = "servers=1,samplers=0,trainers=rest"
+    ranks_per_node: int | None = None
+    feat: str = "feat"
+    label: str = "label"
+    train_mask: str = "train_mask"
+    val_mask: str = "val_mask"
+    test_mask: str = "test_mask"
+    epochs: int = 3
+    batch_size: int = 1000
+    fanouts: list = field(default_factory=lambda: [25, 10])
+    hidden: int = 256
+    dropout: float = 0.5
+    lr: float = 0.003
+    seed: int = 0
+    prefetch: int = 2
+    threads: int = 0
+    infer_batch_size: int = 4096
+    eval_every: int = 1
+    run_dir: str = "runs/node_classification"
+    checkpoint_every: int = 0
+    resume: bool = False
+    max_steps: int = 0
+    progress: str = "auto"
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.fanouts)
+
+
+HELP = {
+    "part_config": "the partitioned graph's JSON (from hpcgnn partition)",
+    "graph_name": "graph name (default: the one in part_config)",
+    "layout": "roles per node, e.g. servers=1,samplers=1,trainers=1",
+    "ranks_per_node": "ranks per (virtual) node; default: real hosts",
+    "fanouts": "neighbours per hop, seeds first, e.g. 25,10",
+    "threads": "torch threads per trainer (0: cores of the node / ranks on it)",
+    "eval_every": "validation accuracy every N epochs (0: never)",
+    "checkpoint_every": "checkpoint every N optimizer steps (0: only on a stop signal)",
+    "resume": "continue from the newest complete checkpoint in run_dir",
+    "max_steps": "stop (checkpoint and exit) after N optimizer steps in total (0: no limit)",
+    "progress": "progress bar on trainer 0: auto (when stderr is a terminal), on, off",
+}
+
+
+def _closest(key: str, known) -> str:
+    m = difflib.get_close_matches(key, list(known), n=1, cutoff=0.5)
+    return f" (did you mean {m[0]!r}?)" if m else ""
+
+
+def _coerce(name: str, value, where: str):
+    f = {f.name: f for f in dataclasses.fields(TrainConfig)}[name]
+    default = TrainConfig().__getattribute__(name)
+    try:
+        if name == "fanouts":
+            if isinstance(value, str):
+                value = [int(v) for v in value.replace(" ", "").split(",") if v]
+            value = [int(v) for v in value]
+            if not value or any(v < -1 or v == 0 for v in value):
+                raise ValueError
+            return value
+        if name == "resume":
+            if isinstance(value, str):
+                return value.lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if value is None:
+            return None
+        if isinstance(default, bool):
+            return bool(value)
+        if isinstance(default, int) or name == "ranks_per_node":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {name}={value!r} is not a valid {f.type}"
+                         + (" (a list of positive neighbour counts per hop, -1 for all)" if name == "fanouts"
+                            else "")) from None
+
+
+def from_mapping(data: dict, where: str, base: TrainConfig | None = None) -> TrainConfig:
+    cfg = dataclasses.replace(base) if base is not None else TrainConfig()
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise InputError(f"{where}: unknown setting {key!r}{_closest(name, known)}")
+        setattr(cfg, name, _coerce(name, value, where))
+    return cfg
+
+
+def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
+    """``[--config FILE.toml] [--key value ...]`` -> a checked :class:`TrainConfig`."""
+    p = argparse.ArgumentParser(prog=prog, description="Train GraphSAGE on a partitioned graph "
+                                "(run under mpirun/srun; see docs/training.md).")
+    p.add_argument("--config", help="a TOML file of settings (flags override it)")
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "resume":
+            p.add_argument(flag, action="store_true", default=None, help=HELP[f.name])
+        else:
+            p.add_argument(flag, default=None, metavar=f.name.upper(), help=HELP.get(f.name))
+    ns, unknown = p.parse_known_args(argv)
+    if unknown:
+        known = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(TrainConfig)] + ["--config"]
+        bad = unknown[0].split("=")[0]
+        raise InputError(f"{prog}: unknown option {bad!r}{_closest(bad, known)}")
+    cfg = TrainConfig()
+    if ns.config:
+        try:
+            with open(ns.config, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as e:
+            raise InputError(f"{ns.config}: cannot read the config file ({e.strerror})") from None
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"{ns.config}: not valid TOML ({e})") from None
+        cfg = from_mapping(data, ns.config, cfg)
+    flags = {k: v for k, v in vars(ns).items() if k != "config" and v is not None}
+    cfg = from_mapping(flags, "command line", cfg)
+    if not cfg.part_config:
+        raise InputError(f"{prog}: part_config is required (--part-config PARTS/NAME.json or in the TOML file)")
+    if cfg.progress not in ("auto", "on", "off"):
+        raise InputError(f"{prog}: progress must be auto, on or off, got {cfg.progress!r}")
+    for name in ("epochs", "batch_size", "hidden", "infer_batch_size"):
+        if getattr(cfg, name) < 1:
+            raise InputError(f"{prog}: {name} must be >= 1, got {getattr(cfg, name)}")
+    return cfg

@@ -1,0 +1,293 @@
+"""Node classification with GraphSAGE on a partitioned graph, under one MPI launch.
+
+Run on every rank (``mpirun -n R python examples/node_classification.py ...`` or
+``hpcgnn train ...``); servers and samplers serve inside :func:`hpcgnn.initialize`,
+trainers train with DDP (gloo on CPUs, NCCL on GPUs) bootstrapped from MPI:
+
+1. split the training, validation and test nodes over the trainers (``node_split``);
+2. per epoch, train on ``DistNodeDataLoader`` mini-batches and measure the time
+   spent waiting for batches, computing, and in the gradient allreduce; validate on
+   sampled neighbourhoods;
+3. at the end, compute every node's output by layer-wise full-graph inference and
+   report validation and test accuracy.
+
+Trainer 0 writes ``log.jsonl``, ``metrics.csv``, ``curve.png`` and the final
+``model.pt`` (a ``state_dict``) to the run directory and prints ``test accuracy: 0.XXXX`` last.  Checkpoints: every
+``checkpoint_every`` steps, and at the next step after SIGUSR1/SIGTERM (then the
+job exits cleanly with status 0); ``--resume`` continues from the newest one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import hpcgnn
+from ..comm import signals
+from ..comm.agree import agreed
+from ..comm.mpi import LOCK, MPI
+from ..comm.torch_dist import init_process_group
+from ..errors import InputError
+from ..graph import DistGraph, node_split
+from ..sampling import DistNodeDataLoader, NeighborSampler
+from . import checkpoint
+from .config import TrainConfig, parse_args
+from .inference import layerwise_inference
+from .model import SAGE
+from .runlog import RunLog
+
+
+def _allreduce(tc, values, op=MPI.SUM) -> np.ndarray:
+    a = np.asarray(values, dtype=np.float64)
+    out = np.empty_like(a)
+    with LOCK:
+        tc.Allreduce(a, out, op=op)
+    return out
+
+
+def _allsum(tc, values) -> np.ndarray:
+    return _allreduce(tc, values, MPI.SUM)
+
+
+def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
+    """Every trainer raises the same InputError before any training step."""
+    with agreed(tc):
+        for key in ("feat", "label", "train_mask", "val_mask", "test_mask"):
+            name = getattr(cfg, key)
+            if name not in g.ndata:
+                raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node feature {name!r} "
+                                 f"(setting {key}); it has {sorted(g.ndata)}")
+        if tc.Get_rank() == 0:
+            os.makedirs(cfg.run_dir, exist_ok=True)
+            probe = os.path.join(cfg.run_dir, ".write-test")
+            try:
+                with open(probe, "w") as fh:
+                    fh.write("ok")
+                os.remove(probe)
+            except OSError as e:
+                raise InputError(f"run_dir {cfg.run_dir!r} is not writable ({e.strerror})") from None
+    book = g.get_partition_book()
+    masks = {}
+    with agreed(tc):
+        for key in ("train_mask", "val_mask", "test_mask"):
+            masks[key] = node_split(g.ndata[getattr(cfg, key)], book).numpy()
+        total = int(_allsum(tc, [len(masks["train_mask"])])[0])
+        if total < tc.Get_size():
+            raise InputError(f"{cfg.part_config}: {total} training nodes ({cfg.train_mask}) for "
+                             f"{tc.Get_size()} trainers; every trainer needs at least one")
+    return masks["train_mask"], masks["val_mask"], masks["test_mask"]
+
+
+def _num_classes(g, cfg, tc) -> int:
+    pc = g.get_partition_config()
+    n = pc.get("num_classes") or pc.get("attrs", {}).get("num_classes")
+    if n:
+        return int(n)
+    lab = g.ndata[cfg.label]
+    lo, hi = g.num_nodes() * tc.Get_rank() // tc.Get_size(), g.num_nodes() * (tc.Get_rank() + 1) // tc.Get_size()
+    m = int(torch.as_tensor(lab[np.arange(lo, hi)]).max().item()) if hi > lo else 0
+    with LOCK:
+        return int(tc.allreduce(m, op=MPI.MAX)) + 1
+
+
+class _AllreduceTimer:
+    """A DDP communication hook that times the (overlapped) gradient allreduce."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def hook(self, state, bucket):
+        import torch.distributed as dist
+
+        t0 = time.perf_counter()
+        buf = bucket.buffer()
+        buf.div_(dist.get_world_size())
+        fut = dist.all_reduce(buf, async_op=True).get_future()
+
+        def done(f):
+            self.seconds += time.perf_counter() - t0
+            return f.value()[0]
+        return fut.then(done)
+
+
+def _rng_state() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def _set_rng_state(s: dict) -> None:
+    torch.set_rng_state(s["torch"])
+    np.random.set_state(s["numpy"])
+    random.setstate(s["python"])
+
+
+@torch.no_grad()
+def _sampled_accuracy(model, loader, label_slice=True) -> tuple[int, int]:
+    model.eval()
+    correct = total = 0
+    for b in loader:
+        out = model(b.x.float(), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
+        correct += int((out.argmax(1) == b.y[: b.batch_size].long()).sum())
+        total += b.batch_size
+    model.train()
+    return correct, total
+
+
+def run(cfg: TrainConfig) -> dict | None:
+    """Train and evaluate; returns the final metrics on trainers (servers and
+    samplers serve inside ``hpcgnn.initialize`` and never return)."""
+    ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
+                            graph_name=cfg.graph_name)
+    tc = ctx.trainer_comm
+    me = tc.Get_rank()
+    torch.set_num_threads(cfg.threads if cfg.threads > 0 else max(1, (os.cpu_count() or 1) // ctx.local_size))
+    from ..partition.config import read_config
+
+    name = cfg.graph_name or read_config(cfg.part_config)[0]["graph_name"]
+    g = DistGraph(name)
+    train_ids, val_ids, test_ids = _check_inputs(cfg, g, tc)
+    num_classes = _num_classes(g, cfg, tc)
+    in_dim = int(g.ndata[cfg.feat].shape[1])
+
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    random.seed(cfg.seed)
+    model = SAGE(in_dim, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
+    backend = init_process_group(ctx)
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(model)
+    timer = _AllreduceTimer()
+    ddp.register_comm_hook(None, timer.hook)
+    opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
+    sampler = NeighborSampler(cfg.fanouts)
+    train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
+                                      seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label)
+    with LOCK:
+        every_trainer_has_val = tc.allreduce(int(len(val_ids) > 0), op=MPI.MIN) == 1
+    val_loader = DistNodeDataLoader(g, val_ids, sampler, cfg.batch_size, seed=cfg.seed + 1,
+                                    prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label) \
+        if every_trainer_has_val else None      # else validation comes from the final inference only
+    meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+            "model": json.dumps({"dims": model.dims, "kind": "SAGE"}), "fanouts": json.dumps(cfg.fanouts),
+            "batch_size": cfg.batch_size, "seed": cfg.seed, "trainers": tc.Get_size()}
+
+    step, start_epoch = 0, 0
+    resumed_from = None
+    if cfg.resume:
+        found = checkpoint.complete(cfg.run_dir) if me == 0 else None
+        found = tc.bcast(found, root=0)
+        if found:
+            step, rep, own = checkpoint.load(tc, found[-1], meta)
+            model.load_state_dict(rep["model"])
+            opt.load_state_dict(rep["optimizer"])
+            _set_rng_state(own["rng"])
+            train_loader.load_state_dict(own["loader"])
+            start_epoch = train_loader.state_dict()["epoch"]
+            resumed_from = found[-1]
+    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
+    if me == 0:
+        print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "
+              f"loader mode {train_loader.mode}, {len(train_loader)} steps/epoch"
+              + (f", resumed from {resumed_from} at step {step}" if resumed_from else ""), flush=True)
+
+    def save():
+        checkpoint.save(tc, cfg.run_dir, step, meta,
+                        {"model": model.state_dict(), "optimizer": opt.state_dict()},
+                        {"rng": _rng_state(), "loader": train_loader.state_dict()})
+
+    show = me == 0 and (cfg.progress == "on" or (cfg.progress == "auto" and sys.stderr.isatty()))
+    stopped = False
+    for epoch in range(start_epoch, cfg.epochs):
+        t_epoch = time.perf_counter()
+        compute = 0.0
+        timer.seconds = 0.0
+        loss_sum = correct = seen = 0.0
+        bar = None
+        if show:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(train_loader), desc=f"epoch {epoch}", file=sys.stderr, leave=False)
+        for b in train_loader:
+            t0 = time.perf_counter()
+            out = ddp(b.x.float(), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
+            y = b.y[: b.batch_size].long()
+            loss = F.cross_entropy(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            compute += time.perf_counter() - t0
+            loss_sum += loss.item() * b.batch_size
+            correct += int((out.argmax(1) == y).sum())
+            seen += b.batch_size
+            step += 1
+            if bar is not None:
+                bar.update(1)
+            stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and step >= cfg.max_steps)
+            if stop or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0):
+                save()
+            if stop:
+                stopped = True
+                break
+        if bar is not None:
+            bar.close()
+        if stopped:
+            break
+        st = train_loader.stats
+        tot = _allsum(tc, [loss_sum, correct, seen, st["sampled_edges"]])
+        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds], MPI.MAX)
+        row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
+               "val_acc": None, "epoch_s": slow[0], "steps": len(train_loader),
+               "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
+               "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3]}
+        if val_loader is not None and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
+            c, n = _sampled_accuracy(model, val_loader)
+            c, n = _allsum(tc, [c, n])
+            row["val_acc"] = c / max(n, 1)
+        if me == 0:
+            print(json.dumps({"kind": "epoch", **row}), flush=True)
+        log.epoch(row)
+
+    if stopped:
+        if me == 0:
+            why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
+            print(f"hpcgnn train: stopped at step {step} ({why}); checkpoint written, "
+                  "resume with --resume", flush=True)
+        ctx.finalize()
+        return {"stopped": True, "step": step, "model": model}
+
+    t0 = time.perf_counter()
+    logits = layerwise_inference(model, g, cfg.feat, cfg.infer_batch_size)
+    result = {}
+    for key, ids in (("val_acc", val_ids), ("test_acc", test_ids)):
+        pred = logits[ids].argmax(1) if len(ids) else torch.zeros(0, dtype=torch.long)
+        y = torch.as_tensor(g.ndata[cfg.label][ids]).long() if len(ids) else torch.zeros(0, dtype=torch.long)
+        c, n = _allsum(tc, [int((pred == y).sum()), len(ids)])
+        result[key] = c / max(n, 1)
+    logits.free()
+    result["inference_s"] = time.perf_counter() - t0
+    if me == 0:
+        torch.save(model.state_dict(), os.path.join(cfg.run_dir, "model.pt"))
+    result["steps"] = step
+    log.final(result)
+    if me == 0:
+        print(json.dumps({"kind": "final", **result}), flush=True)
+        print(f"validation accuracy: {result['val_acc']:.4f}", flush=True)
+        print(f"test accuracy: {result['test_acc']:.4f}", flush=True)
+    ctx.finalize()
+    result["model"] = model
+    return result
+
+
+def main(argv=None) -> int:
+    run(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""What a training run leaves in its run directory (written by trainer 0):
+``log.jsonl`` (one JSON object per epoch and one for the final result),
+``metrics.csv`` (the epochs' numbers) and ``curve.png`` (loss and accuracies per
+epoch, matplotlib)."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+
+class RunLog:
+    def __init__(self, run_dir: str, active: bool, append: bool = False):
+        self.run_dir, self.active = run_dir, active
+        self.rows: list[dict] = []
+        if active and append:
+            self.rows = [r for r in _read_jsonl(os.path.join(run_dir, "log.jsonl")) if r.get("kind") == "epoch"]
+        elif active:
+            for name in ("log.jsonl", "metrics.csv", "curve.png"):
+                path = os.path.join(run_dir, name)
+                if os.path.exists(path):
+                    os.remove(path)
+
+    def epoch(self, row: dict) -> None:
+        if not self.active:
+            return
+        row = {"kind": "epoch", **row}
+        self.rows = [r for r in self.rows if r["epoch"] != row["epoch"]] + [row]
+        self._append(row)
+        self._csv()
+        self._plot()
+
+    def final(self, row: dict) -> None:
+        if self.active:
+            self._append({"kind": "final", **row})
+
+    def _append(self, row: dict) -> None:
+        with open(os.path.join(self.run_dir, "log.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def _csv(self) -> None:
+        keys = [k for k in self.rows[-1] if k != "kind"]
+        tmp = os.path.join(self.run_dir, "metrics.csv.tmp")
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(self.rows)
+        os.replace(tmp, os.path.join(self.run_dir, "metrics.csv"))
+
+    def _plot(self) -> None:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:          # the plot is a convenience; the CSV has the numbers
+            return
+        ep = [r["epoch"] for r in self.rows]
+        fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
+        a.plot(ep, [r["loss"] for r in self.rows], marker="o")
+        a.set_xlabel("epoch")
+        a.set_ylabel("training loss")
+        for key in ("train_acc", "val_acc"):
+            pts = [(r["epoch"], r[key]) for r in self.rows if r.get(key) is not None]
+            if pts:
+                b.plot(*zip(*pts), marker="o", label=key)
+        b.set_xlabel("epoch")
+        b.set_ylabel("accuracy")
+        b.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(self.run_dir, "curve.png"), dpi=100)
+        plt.close(fig)
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
