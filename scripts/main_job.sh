@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job: what a new user runs after scripts/setup.sh.
-#   bash scripts/main_job.sh            # HPCGNN_NP=2 ranks, HPCGNN_NODES=200000 nodes
-# Today: check the installation under a real launch, generate a synthetic graph in
-# parallel, partition it with ParMETIS into 2 parts (one parallel-HDF5 file + JSON),
-# and describe the result.  Training and accuracy join when they land (issue 6).
+#   bash scripts/main_job.sh            # HPCGNN_NODES=100000 nodes, HPCGNN_EPOCHS=3
+# Check the installation under a real launch, generate a synthetic graph in parallel,
+# partition it with ParMETIS into 2 parts (one parallel-HDF5 file + JSON), describe
+# the result, then train GraphSAGE on it: 2 virtual nodes of 2 ranks (a server and a
+# trainer each, one partition per node), DDP between the trainers, and print the test
+# accuracy of layer-wise full-graph inference.  Run files land in runs/main/train.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
@@ -11,7 +13,8 @@ export PATH="$here/.venv/bin:$PATH"
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMPI_MCA_rmaps_base_oversubscribe=1
 NP=${HPCGNN_NP:-2}
-NODES=${HPCGNN_NODES:-200000}
+NODES=${HPCGNN_NODES:-100000}
+EPOCHS=${HPCGNN_EPOCHS:-3}
 RUN=${HPCGNN_RUN_DIR:-$here/runs/main}
 mkdir -p "$RUN"
 
@@ -28,3 +31,10 @@ mpirun -n "$NP" hpcgnn partition "$RUN/graph.h5" -o "$RUN/parts" -k 2 \
 
 echo "== the result"
 hpcgnn info "$RUN/parts/synthetic.json"
+
+echo "== train GraphSAGE on the 2 partitions (4 ranks: 2 x [server, trainer])"
+mpirun -n 4 hpcgnn train --part-config "$RUN/parts/synthetic.json" \
+  --layout "servers=1,samplers=0,trainers=1" --ranks-per-node 2 \
+  --epochs "$EPOCHS" --batch-size 1000 --fanouts 25,10 --hidden 128 --lr 0.003 \
+  --run-dir "$RUN/train"
+echo "== run files: $RUN/train (log.jsonl, metrics.csv, curve.png, model.pt)"

@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:            # its own parser (settings, TOML file, --help)
+        from .train import main_argv
+
+        return int(main_argv(argv[1:]) or 0)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:

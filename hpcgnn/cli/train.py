@@ -14,10 +14,13 @@ def add_arguments(p):
     p.add_help = False
 
 
-def run(args) -> int:
+def main_argv(rest: list[str]) -> int:
     from ..train.node_classification import main
 
-    rest = list(args.args)
     if rest and rest[0].endswith(".toml"):
         rest = ["--config", rest[0]] + rest[1:]
-    return main(rest)
+    return main(rest, prog="hpcgnn train")
+
+
+def run(args) -> int:
+    return main_argv(list(args.args))

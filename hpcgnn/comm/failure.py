@@ -54,10 +54,13 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
         line = failure_line(exc_type, exc)
     except Exception:                       # never let the summary hide the traceback
         line = f"hpcgnn: pid {os.getpid()}: {getattr(exc_type, '__name__', exc_type)}"
+    # The process's real stderr: torch.distributed's excepthook calls this one with
+    # sys.stderr swapped for a buffer it prints only after we return (we never do).
+    err = sys.__stderr__ or sys.stderr
     for text in (lambda: line + "\n", lambda: "".join(traceback.format_exception(exc_type, exc, tb))):
         try:
-            sys.stderr.write(text())
-            sys.stderr.flush()
+            err.write(text())
+            err.flush()
         except Exception:
             pass
     mod, rank, size = _rank_size()

@@ -115,7 +115,7 @@ def from_mapping(data: dict, where: str, base: TrainConfig | None = None) -> Tra
 
 def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
     """``[--config FILE.toml] [--key value ...]`` -> a checked :class:`TrainConfig`."""
-    p = argparse.ArgumentParser(prog=prog, description="Train GraphSAGE on a partitioned graph "
+    p = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description="Train GraphSAGE on a partitioned graph "
                                 "(run under mpirun/srun; see docs/training.md).")
     p.add_argument("--config", help="a TOML file of settings (flags override it)")
     for f in dataclasses.fields(TrainConfig):

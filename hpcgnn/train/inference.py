@@ -34,7 +34,7 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
             seeds = mine[lo:lo + batch_size]
             b = full.sample(g, seeds, rng=0)
             x = torch.as_tensor(x_in[b.n_id]).float()
-            h = model.layer(i, x, b.edge_index)[: len(seeds)]
+            h = model.layer(i, x, b.edge_index, num_dst=len(seeds))
             out[seeds] = h.numpy()
             if progress is not None:
                 progress(i, min(lo + batch_size, len(mine)), len(mine))

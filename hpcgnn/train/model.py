@@ -9,9 +9,8 @@ from torch import nn
 
 class SAGE(nn.Module):
     """``num_layers`` mean-aggregation ``SAGEConv`` layers with ReLU and dropout
-    between them.  ``forward`` takes a :class:`~hpcgnn.sampling.MiniBatch`'s fields
-    and trims the sampled graph layer by layer (PyG's ``trim_to_layer``), so layer
-    ``i`` only computes the nodes that later layers still need."""
+    between them.  ``forward`` takes a :class:`~hpcgnn.sampling.MiniBatch`'s fields;
+    ``layer`` runs one layer alone (layer-wise inference)."""
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5):
         super().__init__()
@@ -26,7 +25,11 @@ class SAGE(nn.Module):
     def num_layers(self) -> int:
         return len(self.convs)
 
-    def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int | None = None) -> torch.Tensor:
+        """Layer ``i`` on a bipartite graph: messages from the rows of ``x`` to its
+        first ``num_dst`` rows (all rows when None), the only ones computed."""
+        if num_dst is not None:
+            x = (x, x[:num_dst])
         x = self.convs[i](x, edge_index)
         if i < self.num_layers - 1:
             x = F.relu(x)
@@ -34,10 +37,25 @@ class SAGE(nn.Module):
         return x
 
     def forward(self, x, edge_index, num_sampled_nodes=None, num_sampled_edges=None):
-        from torch_geometric.utils import trim_to_layer
-
-        for i in range(self.num_layers):
-            if num_sampled_nodes is not None:
-                x, edge_index, _ = trim_to_layer(i, num_sampled_nodes, num_sampled_edges, x, edge_index)
-            x = self.layer(i, x, edge_index)
-        return x if num_sampled_nodes is None else x[: num_sampled_nodes[0]]
+        """``num_sampled_nodes``/``num_sampled_edges`` (per hop, as a
+        :class:`~hpcgnn.sampling.MiniBatch` has them): layer ``i`` reads the nodes of
+        hops ``<= L-i`` along the edges of hops ``<= L-i`` and computes only the
+        nodes of hops ``< L-i`` (DGL's message-flow graphs; PyG's
+        ``trim_to_layer`` would compute every remaining node).  Returns the seeds'
+        rows.  Without them: full-graph layers."""
+        if num_sampled_nodes is None:
+            for i in range(self.num_layers):
+                x = self.layer(i, x, edge_index)
+            return x
+        L = self.num_layers
+        ncum = [0]
+        for c in num_sampled_nodes:
+            ncum.append(ncum[-1] + int(c))
+        ecum = [0]
+        for c in num_sampled_edges:
+            ecum.append(ecum[-1] + int(c))
+        for i in range(L):
+            hops = L - i
+            x = x[: ncum[hops + 1]]
+            x = self.layer(i, x, edge_index[:, : ecum[hops]], num_dst=ncum[hops])
+        return x

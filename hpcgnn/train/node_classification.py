@@ -64,14 +64,14 @@ def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
                 raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node feature {name!r} "
                                  f"(setting {key}); it has {sorted(g.ndata)}")
         if tc.Get_rank() == 0:
-            os.makedirs(cfg.run_dir, exist_ok=True)
             probe = os.path.join(cfg.run_dir, ".write-test")
             try:
+                os.makedirs(cfg.run_dir, exist_ok=True)
                 with open(probe, "w") as fh:
                     fh.write("ok")
                 os.remove(probe)
             except OSError as e:
-                raise InputError(f"run_dir {cfg.run_dir!r} is not writable ({e.strerror})") from None
+                raise InputError(f"run_dir {cfg.run_dir!r} cannot be created or written ({e.strerror})") from None
     book = g.get_partition_book()
     masks = {}
     with agreed(tc):
@@ -284,8 +284,8 @@ def run(cfg: TrainConfig) -> dict | None:
     return result
 
 
-def main(argv=None) -> int:
-    run(parse_args(argv))
+def main(argv=None, prog: str = "node_classification.py") -> int:
+    run(parse_args(argv, prog=prog))
     return 0
 
 

@@ -1,0 +1,187 @@
+"""End-to-end training (examples/node_classification.py) under mpirun: accuracy
+against a single-process full-batch PyG reference and an MLP, bitwise resume from
+a checkpoint, SIGUSR1 -> checkpoint and clean exit, and bad input ending the job
+before training with a clear message."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, clean_mpi_env
+from hpcgnn.datasets import generate_graph
+from hpcgnn.errors import InputError
+from hpcgnn.partition import partition_graph
+from hpcgnn.train.config import parse_args
+
+pytest.importorskip("torch_geometric")
+SCRIPT = os.path.join(ROOT, "examples", "node_classification.py")
+LAYOUT = ["--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2"]
+
+
+def _graph(d, n, deg, feat, classes, seed):
+    raw = os.path.join(d, "g.h5")
+    generate_graph(raw, None, n, deg, feat, classes, seed=seed, name="g")
+    with h5py.File(raw, "a") as f:            # a mask with a single node, for the bad-input test
+        one = np.zeros(n, dtype=bool)
+        one[n // 2] = True
+        f["nodes/data/one_mask"] = one
+    return raw, partition_graph(raw, os.path.join(d, "parts"), 2)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return _graph(str(tmp_path_factory.mktemp("small")), 3000, 8, 8, 4, 5)
+
+
+def _train(mpirun, cfg, run_dir, *extra, timeout=300):
+    args = [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(run_dir), *LAYOUT, *extra]
+    return mpirun(4, args, timeout=timeout)
+
+
+def _final(stdout):
+    rows = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith('{"kind": "final"')]
+    assert rows, stdout
+    return rows[-1]
+
+
+def _full_batch_reference(raw, epochs, hidden):
+    """Single-process full-batch PyG GraphSAGE and an MLP on the raw graph."""
+    import torch.nn.functional as F
+    from torch_geometric.nn import SAGEConv
+
+    with h5py.File(raw) as f:
+        ei = torch.from_numpy(np.stack([f["edges/src"][:], f["edges/dst"][:]])).long()
+        x = torch.from_numpy(f["nodes/data/feat"][:]).float()
+        y = torch.from_numpy(f["nodes/data/label"][:]).long()
+        tr, te = (torch.from_numpy(f[f"nodes/data/{k}"][:]).bool() for k in ("train_mask", "test_mask"))
+    torch.manual_seed(0)
+    C = int(y.max()) + 1
+
+    class Sage(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = SAGEConv(x.shape[1], hidden), SAGEConv(hidden, C)
+
+        def forward(self, x):
+            return self.c2(F.dropout(F.relu(self.c1(x, ei)), 0.5, self.training), ei)
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(x.shape[1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, C))
+    acc = {}
+    for name, model in (("sage", Sage()), ("mlp", mlp)):
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(epochs):
+            model.train()
+            loss = F.cross_entropy(model(x)[tr], y[tr])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            acc[name] = float((model(x).argmax(1)[te] == y[te]).float().mean())
+    return acc
+
+
+@pytest.mark.timeout(600)
+def test_two_partitions_match_full_batch_pyg(mpirun, tmp_path):
+    raw, cfg = _graph(str(tmp_path), 20000, 10, 32, 8, 1)
+    res = _train(mpirun, cfg, tmp_path / "run", "--epochs", "4", "--batch-size", "256", "--hidden", "64",
+                 "--fanouts", "10,10", "--lr", "0.01")
+    assert res.returncode == 0, res.stdout + res.stderr
+    ours = _final(res.stdout)["test_acc"]
+    ref = _full_batch_reference(raw, 100, 64)
+    assert abs(ours - ref["sage"]) <= 0.02, (ours, ref)
+    assert ours > ref["mlp"] + 0.1, (ours, ref)
+    assert res.stdout.strip().splitlines()[-1] == f"test accuracy: {ours:.4f}"
+    run = tmp_path / "run"
+    for name in ("log.jsonl", "metrics.csv", "curve.png", "model.pt"):
+        assert (run / name).stat().st_size > 0, name
+    epochs = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in epochs if r["kind"] == "epoch"] == [0, 1, 2, 3]
+    assert all(r["wait_s"] >= 0 and r["sampled_edges_per_s"] > 0 for r in epochs if r["kind"] == "epoch")
+
+
+@pytest.mark.timeout(600)
+def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_path):
+    _, cfg = small
+    common = ["--epochs", "3", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--seed", "3"]
+    full = _train(mpirun, cfg, tmp_path / "a", *common)
+    assert full.returncode == 0, full.stdout + full.stderr
+    cut = _train(mpirun, cfg, tmp_path / "b", *common, "--checkpoint-every", "7", "--max-steps", "30")
+    assert cut.returncode == 0, cut.stdout + cut.stderr
+    assert "stopped at step 30" in cut.stdout
+    ckpts = sorted(os.listdir(tmp_path / "b" / "checkpoints"))
+    assert "step-30.h5" in ckpts and not any(c.endswith(".tmp") for c in ckpts)
+    again = _train(mpirun, cfg, tmp_path / "b", *common, "--resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resumed from" in again.stdout and "at step 30" in again.stdout
+    a = torch.load(tmp_path / "a" / "model.pt")
+    b = torch.load(tmp_path / "b" / "model.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert _final(full.stdout)["test_acc"] == _final(again.stdout)["test_acc"]
+    # a checkpoint of another model is refused before training
+    other = _train(mpirun, cfg, tmp_path / "b", *common[:-4], "--hidden", "32", "--fanouts", "4,3", "--resume")
+    assert other.returncode != 0
+    assert "checkpoint field 'model'" in other.stderr and "step-" in other.stderr
+
+
+@pytest.mark.timeout(300)
+def test_sigusr1_checkpoints_and_exits_cleanly(small, tmp_path):
+    _, cfg = small
+    cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, SCRIPT, "--part-config", cfg, "--run-dir",
+           str(tmp_path / "run"), *LAYOUT, "--epochs", "100000", "--batch-size", "64", "--hidden", "16",
+           "--fanouts", "4,3"]
+    p = subprocess.Popen(cmd, env=clean_mpi_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        for line in p.stdout:
+            if line.startswith('{"kind": "epoch"'):
+                break
+        time.sleep(0.5)
+        p.send_signal(signal.SIGUSR1)          # mpirun forwards SIGUSR1 to every rank
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out + err
+    assert "stopped at step" in out and "SIGUSR1" in out, out
+    assert os.listdir(tmp_path / "run" / "checkpoints")
+
+
+def test_config_rejects_unknown_keys_and_bad_values(tmp_path):
+    with pytest.raises(InputError, match="unknown option '--epoch'.*did you mean '--epochs'"):
+        parse_args(["--part-config", "x.json", "--epoch", "3"])
+    toml = tmp_path / "c.toml"
+    toml.write_text('part_config = "x.json"\nbatchsize = 10\n')
+    with pytest.raises(InputError, match="c.toml: unknown setting 'batchsize'.*'batch_size'"):
+        parse_args(["--config", str(toml)])
+    toml.write_text('part_config = "x.json"\nfanouts = [10, 0]\n')
+    with pytest.raises(InputError, match="fanouts"):
+        parse_args(["--config", str(toml)])
+    toml.write_text('part_config = "x.json"\nepochs = 7\nfanouts = [5, 5]\n')
+    cfg = parse_args(["--config", str(toml), "--epochs", "2"])
+    assert cfg.epochs == 2 and cfg.fanouts == [5, 5] and cfg.num_layers == 2
+    with pytest.raises(InputError, match="part_config is required"):
+        parse_args([])
+
+
+@pytest.mark.timeout(300)
+def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
+    _, cfg = small
+    res = _train(mpirun, cfg, tmp_path / "r1", "--label", "labels")
+    assert res.returncode != 0 and "has no node feature 'labels' (setting label)" in res.stderr
+    assert "epoch" not in res.stdout
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = _train(mpirun, cfg, blocker / "run")
+    assert res.returncode != 0 and "cannot be created or written" in res.stderr
+    res = _train(mpirun, cfg, tmp_path / "r2", "--train-mask", "one_mask")
+    assert res.returncode != 0 and "1 training nodes (one_mask) for 2 trainers" in res.stderr
