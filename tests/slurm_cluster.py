@@ -100,12 +100,13 @@ class SlurmCluster:
         r = self.root
         conf = f"""\
 ClusterName=hpcgnntest
+MailProg=/bin/true
 SlurmctldHost=localhost
 SlurmctldPort={ctld_port}
 SlurmdPort={d_port}
 SlurmUser=root
 AuthType=auth/munge
-AuthInfo=socket={self.munge_socket},cred_expire=3
+AuthInfo=socket={self.munge_socket},cred_expire=5
 CredType=cred/munge
 MpiDefault=none
 ProctrackType=proctrack/linuxproc

@@ -20,10 +20,13 @@ EXAMPLE = os.path.join(ROOT, "examples", "node_classification.py")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 # A stand-in for examples/node_classification.py with the same command line: records
-# its arguments, optionally sleeps, prints the line the real one prints.
+# its arguments, sleeps (not when resuming), stops on SIGUSR1 as the real one does,
+# prints the line the real one prints.
 STAND_IN = r'''
-import argparse, os, sys, time
+import argparse, os, signal, sys, time
 from mpi4py import MPI
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))      # as hpcgnn.comm.signals does
 p = argparse.ArgumentParser()
 p.add_argument("--part-config", required=True)
 p.add_argument("--layout", required=True)
@@ -40,8 +43,13 @@ if comm.rank == 0:
         f.write(f"size={comm.size} " + " ".join(sys.argv[1:]) + "\n")
     with open(os.path.join(a.run_dir, "started"), "w") as f:
         f.write("1")
-time.sleep(a.sleep)
-comm.Barrier()
+end = time.monotonic() + (0 if a.resume else a.sleep)     # a resumed run just ends
+while time.monotonic() < end and not stop:
+    time.sleep(0.05)
+if comm.allreduce(len(stop)):
+    if comm.rank == 0:
+        print("stand-in: stopped on SIGUSR1", flush=True)
+    sys.exit(0)
 if comm.rank == 0:
     print("test accuracy: 0.5000", flush=True)
 '''
@@ -131,21 +139,49 @@ def _train_output(work, ids):
 
 
 def test_pipeline_trains(cluster, tmp_path):
-    """generate -> partition -> train, chained with afterok, with the real example."""
+    """generate -> partition -> train chained with afterok, with the real example; the
+    training job gets SIGUSR1 after its first epoch (what --signal=B:USR1@120 sends
+    before the time limit): it checkpoints, is requeued, resumes and finishes."""
     if not os.path.exists(EXAMPLE):
         pytest.skip("examples/node_classification.py does not exist yet")
     classes = 16
-    res, ids = _pipeline(cluster, tmp_path / "work", dict(
-        HPCGNN_GRAPH_NODES="3000", HPCGNN_NUM_CLASSES=str(classes), HPCGNN_NUM_PARTS="2",
-        HPCGNN_EPOCHS="2"))
-    out = _train_output(tmp_path / "work", ids)
-    logs = "".join(f"\n--- {f}\n" + (tmp_path / "work" / f).read_text()
-                   for f in sorted(os.listdir(tmp_path / "work")) if f.endswith(".out"))
-    assert res.returncode == 0, _show(res) + logs
-    assert set(ids) == {"generate", "partition", "train"}, res.stdout
+    work = tmp_path / "work"
+    env = dict(HPCGNN_WORK_DIR=str(work), HPCGNN_JOB_NODES="1", HPCGNN_POLL_S="0.5",
+               HPCGNN_GRAPH_NODES="3000", HPCGNN_NUM_CLASSES=str(classes), HPCGNN_NUM_PARTS="2",
+               HPCGNN_EPOCHS="6", HPCGNN_TRAIN_ARGS="--batch-size 64")
+    proc = subprocess.Popen(["bash", os.path.join(ROOT, "slurm", "pipeline.sh"), "--wait"],
+                            env=cluster.env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        first = []
+        for line in proc.stdout:          # the ids come first, then pipeline.sh waits
+            first.append(line)
+            if line.startswith("train: "):
+                break
+        ids = dict(re.findall(r"^(generate|partition|train): (\d+)$", "".join(first), re.M))
+        assert "train" in ids, "".join(first) + proc.stdout.read()
+        log = work / "run" / "log.jsonl"
+        deadline = time.monotonic() + 300
+        while not (log.exists() and '"epoch"' in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(first)
+            time.sleep(0.1)
+        sig = cluster.run(["scancel", "--batch", "--signal=USR1", ids["train"]])
+        assert sig.returncode == 0, _show(sig)
+        rest, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = _train_output(work, ids)
+    logs = "".join(f"\n--- {f}\n" + (work / f).read_text()
+                   for f in sorted(os.listdir(work)) if f.endswith(".out"))
+    assert proc.returncode == 0, "".join(first) + rest + logs
+    assert "stopped at step" in out and "requeueing job" in out, logs
+    assert _job_field(cluster, ids["train"], "Restarts") == "1", logs
+    runs = re.findall(r"^hpcgnn-train: job .*$", out, re.M)
+    assert len(runs) == 2 and "--resume" in runs[1] and "--resume" not in runs[0], runs
     m = re.findall(r"^test accuracy: ([0-9.]+)\s*$", out, re.M)
-    assert m, logs
-    assert float(m[-1]) > 1.5 / classes, logs
+    assert len(m) == 1, logs
+    assert float(m[0]) > 1.5 / classes, logs
 
 
 def test_pipeline_plumbing_with_stand_in(cluster, tmp_path, stand_in):
@@ -177,15 +213,16 @@ def test_pipeline_failure_cancels_the_rest(cluster, tmp_path, stand_in):
     assert _job_field(cluster, ids["train"], "JobState") == "CANCELLED"
 
 
-def test_train_requeue_resumes(cluster, tmp_path, stand_in):
-    """SIGUSR1 to the batch shell (as --signal=B:USR1@120 sends it) requeues the job; the
-    second run gets --resume and finishes.  With the srun launcher (the pipeline test
-    covers mpirun)."""
+@pytest.mark.parametrize("launcher", ["mpirun", "srun"])
+def test_train_requeue_resumes(cluster, tmp_path, stand_in, launcher):
+    """SIGUSR1 to the batch shell (what --signal=B:USR1@120 sends) reaches the ranks
+    through the launcher, they stop, the job is requeued; the second run gets --resume
+    and finishes."""
     script, part_config = stand_in
     run_dir = tmp_path / "run"
     out = tmp_path / "train.out"
     env = dict(HPCGNN_PART_CONFIG=part_config, HPCGNN_RUN_DIR=str(run_dir), HPCGNN_EPOCHS="3",
-               HPCGNN_TRAIN_SCRIPT=script, HPCGNN_TRAIN_ARGS="--sleep 4", HPCGNN_LAUNCHER="srun")
+               HPCGNN_TRAIN_SCRIPT=script, HPCGNN_TRAIN_ARGS="--sleep 60", HPCGNN_LAUNCHER=launcher)
     sub = cluster.run(["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", f"--chdir={tmp_path}",
                        "-o", str(out), os.path.join(ROOT, "slurm", "train.sbatch")], env=env)
     assert sub.returncode == 0, _show(sub)
@@ -209,4 +246,5 @@ def test_train_requeue_resumes(cluster, tmp_path, stand_in):
     assert len(runs) == 2, runs
     assert "--resume" not in runs[0].split() and "--resume" in runs[1].split(), runs
     assert runs[0].startswith("size=2 "), runs
-    assert "requeueing job" in text and "test accuracy: 0.5000" in text, text
+    assert "stand-in: stopped on SIGUSR1" in text and "requeueing job" in text, text
+    assert text.rstrip().splitlines()[-2:] == ["test accuracy: 0.5000", "hpcgnn-train: launcher exited with 0"], text
