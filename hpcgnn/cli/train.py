@@ -1,5 +1,7 @@
-"""``hpcgnn train [CONFIG.toml] [--key value ...]``: node classification with
-GraphSAGE on a partitioned graph (:mod:`hpcgnn.train.node_classification`).
+"""``hpcgnn train [CONFIG.toml] [--task node|link] [--key value ...]``: node
+classification with GraphSAGE on a partitioned graph
+(:mod:`hpcgnn.train.node_classification`), or with ``--task link`` link prediction
+with learnable embeddings (:mod:`hpcgnn.train.link_prediction`).
 
 Run under ``mpirun``/``srun``: every rank runs it; servers and samplers serve, the
 trainers train.  Settings come from the TOML file, then the flags (``--help``
@@ -15,8 +17,19 @@ def add_arguments(p):
 
 
 def main_argv(rest: list[str]) -> int:
-    from ..train.node_classification import main
+    from ..errors import InputError
 
+    task = "node"
+    if "--task" in rest:
+        i = rest.index("--task")
+        if i + 1 >= len(rest) or rest[i + 1] not in ("node", "link"):
+            raise InputError("hpcgnn train: --task must be 'node' (node classification) or 'link' (link prediction)")
+        task = rest[i + 1]
+        rest = rest[:i] + rest[i + 2:]
+    if task == "link":
+        from ..train.link_prediction import main
+    else:
+        from ..train.node_classification import main
     if rest and rest[0].endswith(".toml"):
         rest = ["--config", rest[0]] + rest[1:]
     return main(rest, prog="hpcgnn train")

@@ -16,7 +16,9 @@ independent.  Which batches an epoch holds is fixed by the settings alone (see
     each batch is produced when asked for.
 
 All three yield identical batches.  ``loader.stats`` holds, for the last epoch,
-the seconds the consumer waited for batches, the batches and the sampled edges.
+the seconds the consumer waited for batches, the batches, the sampled edges, and
+the producer's seconds spent sampling and gathering features (on whichever thread
+or rank produced them, overlapped with training unless ``inline``).
 """
 from __future__ import annotations
 
@@ -49,10 +51,13 @@ class NodeTask:
     label: str | None
 
     def make(self, g, epoch: int, step: int, order=None):
+        t0 = time.perf_counter()
         seeds = self.plan.batch(epoch, step, order)
         b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
+        t1 = time.perf_counter()
         if self.feat is not None or self.label is not None:
             b.fetch_features(g, self.feat, self.label)
+        b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         return b
 
 
@@ -68,6 +73,7 @@ class EdgeTask:
     label: str | None
 
     def make(self, g, epoch: int, step: int, order=None):
+        t0 = time.perf_counter()
         eids = self.plan.batch(epoch, step, order)
         rng = self.plan.rng(epoch, step)
         src, dst = (t.numpy() for t in g.find_edges(eids))
@@ -88,8 +94,10 @@ class EdgeTask:
         b.edge_label_index = torch.from_numpy(np.ascontiguousarray(eli))
         b.edge_label = torch.cat([torch.ones(B), torch.zeros(eli.shape[1] - B)])
         b.input_id = torch.from_numpy(eids)
+        t1 = time.perf_counter()
         if self.feat is not None or self.label is not None:
             b.fetch_features(g, self.feat, self.label)
+        b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         return b
 
 
@@ -172,7 +180,7 @@ class _Loader:
         epoch, start = self._epoch, self._start
         self._epoch, self._start = epoch + 1, 0
         self.position = (epoch, start)
-        self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0}
+        self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0, "sample_s": 0.0, "fetch_s": 0.0}
         if self.mode == "samplers":
             source = self._remote.epoch(epoch, start, self.plan.steps)
         elif self.mode == "thread":
@@ -186,6 +194,8 @@ class _Loader:
                 self.stats["wait_s"] += time.perf_counter() - t0
                 self.stats["batches"] += 1
                 self.stats["sampled_edges"] += b.num_edges
+                self.stats["sample_s"] += b.extra.get("sample_s", 0.0)
+                self.stats["fetch_s"] += b.extra.get("fetch_s", 0.0)
                 self.position = (epoch, step + 1)
                 yield b
             self.position = (epoch + 1, 0)

@@ -33,7 +33,7 @@ import torch
 from .batch import MiniBatch
 
 _ARRAYS = ("n_id", "e_id", "edge_index", "x", "y", "edge_label_index", "edge_label", "input_id")
-_SCALARS = ("batch_size", "num_sampled_nodes", "num_sampled_edges", "edge_dir")
+_SCALARS = ("batch_size", "num_sampled_nodes", "num_sampled_edges", "edge_dir", "extra")
 
 
 def _to_frame(b: MiniBatch):

@@ -37,22 +37,15 @@ from ..errors import InputError
 from ..graph import DistGraph, node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from . import checkpoint
+from .common import AllreduceTimer as _AllreduceTimer
+from .common import allreduce as _allreduce
+from .common import allsum as _allsum
+from .common import rng_state as _rng_state
+from .common import set_rng_state as _set_rng_state
 from .config import TrainConfig, parse_args
 from .inference import layerwise_inference
 from .model import SAGE
 from .runlog import RunLog
-
-
-def _allreduce(tc, values, op=MPI.SUM) -> np.ndarray:
-    a = np.asarray(values, dtype=np.float64)
-    out = np.empty_like(a)
-    with LOCK:
-        tc.Allreduce(a, out, op=op)
-    return out
-
-
-def _allsum(tc, values) -> np.ndarray:
-    return _allreduce(tc, values, MPI.SUM)
 
 
 def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
@@ -94,36 +87,6 @@ def _num_classes(g, cfg, tc) -> int:
     m = int(torch.as_tensor(lab[np.arange(lo, hi)]).max().item()) if hi > lo else 0
     with LOCK:
         return int(tc.allreduce(m, op=MPI.MAX)) + 1
-
-
-class _AllreduceTimer:
-    """A DDP communication hook that times the (overlapped) gradient allreduce."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def hook(self, state, bucket):
-        import torch.distributed as dist
-
-        t0 = time.perf_counter()
-        buf = bucket.buffer()
-        buf.div_(dist.get_world_size())
-        fut = dist.all_reduce(buf, async_op=True).get_future()
-
-        def done(f):
-            self.seconds += time.perf_counter() - t0
-            return f.value()[0]
-        return fut.then(done)
-
-
-def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
-
-
-def _set_rng_state(s: dict) -> None:
-    torch.set_rng_state(s["torch"])
-    np.random.set_state(s["numpy"])
-    random.setstate(s["python"])
 
 
 @torch.no_grad()
@@ -203,6 +166,7 @@ def run(cfg: TrainConfig) -> dict | None:
 
     show = me == 0 and (cfg.progress == "on" or (cfg.progress == "auto" and sys.stderr.isatty()))
     stopped = False
+    epoch_rows = []
     for epoch in range(start_epoch, cfg.epochs):
         t_epoch = time.perf_counter()
         compute = 0.0
@@ -240,11 +204,13 @@ def run(cfg: TrainConfig) -> dict | None:
             break
         st = train_loader.stats
         tot = _allsum(tc, [loss_sum, correct, seen, st["sampled_edges"]])
-        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds], MPI.MAX)
+        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds,
+                               st["sample_s"], st["fetch_s"]], MPI.MAX)
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
                "val_acc": None, "epoch_s": slow[0], "steps": len(train_loader),
                "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
-               "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3]}
+               "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3],
+               "sample_s": slow[4], "fetch_s": slow[5]}
         if val_loader is not None and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
             c, n = _sampled_accuracy(model, val_loader)
             c, n = _allsum(tc, [c, n])
@@ -252,6 +218,7 @@ def run(cfg: TrainConfig) -> dict | None:
         if me == 0:
             print(json.dumps({"kind": "epoch", **row}), flush=True)
         log.epoch(row)
+        epoch_rows.append(row)
 
     if stopped:
         if me == 0:
@@ -281,6 +248,7 @@ def run(cfg: TrainConfig) -> dict | None:
         print(f"test accuracy: {result['test_acc']:.4f}", flush=True)
     ctx.finalize()
     result["model"] = model
+    result["epochs"] = epoch_rows
     return result
 
 

@@ -1,0 +1,168 @@
+"""Settings of the link-prediction loop (:mod:`hpcgnn.train.link_prediction`):
+defaults < ``--config FILE.toml`` < flags, unknown keys rejected naming the closest."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from .config import _closest
+
+@dataclass
+class LinkConfig:
+    part_config: str = ""
+    graph_name: str | None = None
+    layout: str = "servers=1,samplers=0,trainers=rest"
+    ranks_per_node: int | None = None
+    feat: str = "feat"
+    epochs: int = 3
+    batch_size: int = 256
+    fanouts: list = field(default_factory=lambda: [10, 5])
+    hidden: int = 64
+    dropout: float = 0.0
+    lr: float = 0.003
+    emb_dim: int = 16
+    emb_lr: float = 0.05
+    emb_updates: str = "concurrent"
+    num_negs: int = 1
+    scorer: str = "mlp"
+    val_frac: float = 0.05
+    test_frac: float = 0.1
+    split_seed: int = 0
+    eval_negatives: int = 50
+    hits_k: int = 10
+    eval_batch_size: int = 256
+    eval_every: int = 1
+    seed: int = 0
+    prefetch: int = 2
+    threads: int = 0
+    run_dir: str = "runs/link_prediction"
+    checkpoint_every: int = 0
+    resume: bool = False
+    max_steps: int = 0
+    progress: str = "auto"
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.fanouts)
+
+
+HELP = {
+    "part_config": "the partitioned graph's JSON (from hpcgnn partition)",
+    "graph_name": "graph name (default: the one in part_config)",
+    "layout": "roles per node, e.g. servers=1,samplers=1,trainers=1",
+    "ranks_per_node": "ranks per (virtual) node; default: real hosts",
+    "feat": "node feature (input = this feature concatenated with the learnable embedding)",
+    "fanouts": "neighbours per hop, seeds first, e.g. 10,5",
+    "emb_dim": "dimension of the learnable per-node embedding (DistEmbedding)",
+    "emb_lr": "SparseAdagrad learning rate of the embedding",
+    "emb_updates": "concurrent (one barrier per step) or ordered (trainers update the embeddings "
+                   "in turn: bitwise reproducible, T barriers per step)",
+    "num_negs": "negative pairs per training edge (Uniform(k))",
+    "scorer": "edge scorer: mlp (MLP of h_u*h_v) or dot (h_u . h_v)",
+    "val_frac": "fraction of edges held out for validation (by a hash of the edge id)",
+    "test_frac": "fraction of edges held out for the test",
+    "split_seed": "seed of the held-out edge hash and of the evaluation negatives",
+    "eval_negatives": "random negative destinations each held-out edge is ranked against",
+    "hits_k": "K of hits@K",
+    "eval_batch_size": "held-out edges per evaluation batch",
+    "eval_every": "validation MRR every N epochs (0: never)",
+    "threads": "torch threads per trainer (0: cores of the node / ranks on it)",
+    "checkpoint_every": "checkpoint every N optimizer steps (0: only on a stop signal)",
+    "resume": "continue from the newest complete checkpoint in run_dir",
+    "max_steps": "stop (checkpoint and exit) after N optimizer steps in total (0: no limit)",
+    "progress": "progress bar on trainer 0: auto (when stderr is a terminal), on, off",
+}
+
+_CHOICES = {"emb_updates": ("ordered", "concurrent"), "scorer": ("mlp", "dot"),
+            "progress": ("auto", "on", "off")}
+
+
+def _coerce(name: str, value, where: str):
+    f = {f.name: f for f in dataclasses.fields(LinkConfig)}[name]
+    default = getattr(LinkConfig(), name)
+    try:
+        if name == "fanouts":
+            if isinstance(value, str):
+                value = [int(v) for v in value.replace(" ", "").split(",") if v]
+            value = [int(v) for v in value]
+            if not value or any(v < -1 or v == 0 for v in value):
+                raise ValueError
+            return value
+        if name == "resume":
+            if isinstance(value, str):
+                return value.lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if value is None:
+            return None
+        if isinstance(default, int) or name == "ranks_per_node":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {name}={value!r} is not a valid {f.type}"
+                         + (" (a list of positive neighbour counts per hop, -1 for all)" if name == "fanouts"
+                            else "")) from None
+
+
+def from_mapping(data: dict, where: str, base: LinkConfig | None = None) -> LinkConfig:
+    cfg = dataclasses.replace(base) if base is not None else LinkConfig()
+    known = {f.name for f in dataclasses.fields(LinkConfig)}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise InputError(f"{where}: unknown setting {key!r}{_closest(name, known)}")
+        setattr(cfg, name, _coerce(name, value, where))
+    return cfg
+
+
+def parse_args(argv=None, prog: str = "link_prediction.py") -> LinkConfig:
+    """``[--config FILE.toml] [--key value ...]`` -> a checked :class:`LinkConfig`
+    (defaults < TOML file < flags; unknown keys name the closest one)."""
+    p = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description="Link prediction with GraphSAGE and "
+                                "learnable node embeddings on a partitioned graph (run under mpirun/srun).")
+    p.add_argument("--config", help="a TOML file of settings (flags override it)")
+    for f in dataclasses.fields(LinkConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "resume":
+            p.add_argument(flag, action="store_true", default=None, help=HELP[f.name])
+        else:
+            p.add_argument(flag, default=None, metavar=f.name.upper(), help=HELP.get(f.name))
+    ns, unknown = p.parse_known_args(argv)
+    if unknown:
+        known = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(LinkConfig)] + ["--config"]
+        bad = unknown[0].split("=")[0]
+        raise InputError(f"{prog}: unknown option {bad!r}{_closest(bad, known)}")
+    cfg = LinkConfig()
+    if ns.config:
+        try:
+            with open(ns.config, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as e:
+            raise InputError(f"{ns.config}: cannot read the config file ({e.strerror})") from None
+        except tomllib.TOMLDecodeError as e:
+            raise InputError(f"{ns.config}: not valid TOML ({e})") from None
+        cfg = from_mapping(data, ns.config, cfg)
+    flags = {k: v for k, v in vars(ns).items() if k != "config" and v is not None}
+    cfg = from_mapping(flags, "command line", cfg)
+    if not cfg.part_config:
+        raise InputError(f"{prog}: part_config is required (--part-config PARTS/NAME.json or in the TOML file)")
+    for name, allowed in _CHOICES.items():
+        if getattr(cfg, name) not in allowed:
+            raise InputError(f"{prog}: {name} must be one of {', '.join(allowed)}, got {getattr(cfg, name)!r}")
+    for name in ("epochs", "batch_size", "hidden", "emb_dim", "num_negs", "eval_negatives", "hits_k",
+                 "eval_batch_size"):
+        if getattr(cfg, name) < 1:
+            raise InputError(f"{prog}: {name} must be >= 1, got {getattr(cfg, name)}")
+    if not (0 <= cfg.val_frac and 0 < cfg.test_frac and cfg.val_frac + cfg.test_frac < 1):
+        raise InputError(f"{prog}: need 0 <= val_frac, 0 < test_frac and val_frac + test_frac < 1, got "
+                         f"val_frac={cfg.val_frac}, test_frac={cfg.test_frac}")
+    if not (cfg.lr > 0 and cfg.emb_lr > 0 and 0 <= cfg.dropout < 1):
+        raise InputError(f"{prog}: lr and emb_lr must be > 0 and dropout in [0, 1), got lr={cfg.lr}, "
+                         f"emb_lr={cfg.emb_lr}, dropout={cfg.dropout}")
+    return cfg

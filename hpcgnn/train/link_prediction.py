@@ -1,0 +1,423 @@
+"""Link prediction with GraphSAGE and learnable node embeddings, under one MPI launch.
+
+Run on every rank (``mpirun -n R python examples/link_prediction.py ...``); servers
+and samplers serve inside :func:`hpcgnn.initialize`, trainers train:
+
+1. **Held-out edges.**  An edge id ``e`` is held out when ``u(e) < val_frac +
+   test_frac``, where ``u(e)`` in ``[0, 1)`` is a hash of ``(e, split_seed)``: the
+   same set on every rank and for any trainer count, with no array to broadcast.
+   ``u < val_frac`` are validation edges, the next ``test_frac`` test edges, the
+   rest training edges.  Each trainer gets its share of each set with
+   ``edge_split``.  The held-out edges stay in the partitioned graph's structure;
+   they are removed from every sampled neighbourhood (training and evaluation) by
+   dropping the sampled edges whose id hashes into the held-out range, so the model
+   never reads an edge it is evaluated on.
+2. **Training.**  ``DistEdgeDataLoader`` over the training edges with
+   ``negative_sampler=Uniform(num_negs)`` and ``exclude='self'``.  Node input =
+   ``concat(features, a learnable DistEmbedding row)``; the embedding is trained
+   with ``SparseAdagrad``, the dense part (``SAGE`` encoder + scorer) with Adam under
+   DDP.  Loss: binary cross-entropy on ``edge_label``.
+3. **Evaluation.**  Each held-out edge ``(u, v)`` is ranked against
+   ``eval_negatives`` destinations ``v'`` drawn from a hash of the edge id (the same
+   for every run): MRR and hits@K (OGB's rank: ties count half).  Node
+   representations come from sampled neighbourhoods (``NeighborSampler`` around the
+   endpoints); the per-trainer sums are reduced with MPI.
+
+**Sparse updates and reproducibility.**  With ``emb_updates='ordered'`` the
+trainers apply their embedding updates one after the other, each followed by a
+barrier (``T`` barriers per step for ``T`` trainers): rows are read and written
+in a fixed order, so a run is bitwise reproducible and a resumed run ends with
+the same model and embedding table as an uninterrupted one.  ``'concurrent'``
+(the default: it scales to many trainers) applies them all at once (Hogwild-style:
+MPI accumulates are atomic but their order between trainers is not fixed, so the
+last bits of the embedding rows vary from run to run) followed by one barrier.
+
+Trainer 0 writes ``log.jsonl``, ``metrics.csv``, ``curve.png``, the final ``model.pt``
+(dense ``state_dict``) and ``embedding.npy`` (the whole embedding table) to the run
+directory and prints ``test MRR: 0.XXXX`` and ``test hits@10: 0.XXXX`` last.
+Checkpoints (every ``checkpoint_every`` steps, at ``max_steps``, and on
+SIGUSR1/SIGTERM) hold the dense model and optimizer, the embedding rows and their
+Adagrad state, RNG states and the loader position; ``--resume`` continues from the
+newest one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import hpcgnn
+from ..comm import signals
+from ..comm.agree import agreed
+from ..comm.mpi import LOCK, MPI
+from ..comm.torch_dist import init_process_group
+from ..errors import InputError
+from ..graph import DistEmbedding, DistGraph, SparseAdagrad, edge_split
+from ..sampling import DistEdgeDataLoader, NeighborSampler
+from ..sampling.negative import Uniform
+from . import checkpoint
+from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
+from .model import SAGE
+from .common import AllreduceTimer as _AllreduceTimer
+from .common import allreduce as _allreduce
+from .common import allsum as _allsum
+from .common import rng_state as _rng_state
+from .common import set_rng_state as _set_rng_state
+from .runlog import RunLog
+
+
+# --------------------------------------------------------------------------- held-out edges
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray, salt: int) -> np.ndarray:
+    """splitmix64 of ``x + salt`` (uint64, elementwise; pure)."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(x).astype(np.uint64) + np.uint64(salt & (2**64 - 1)) * _GOLDEN + _GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _unit(x, salt: int) -> np.ndarray:
+    """A uniform ``[0, 1)`` float per element, a pure function of ``(x, salt)``."""
+    return (_mix(x, salt) >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+class HeldOut:
+    """Which edge ids are validation/test edges (a hash of the id: no array)."""
+
+    def __init__(self, val_frac: float, test_frac: float, seed: int):
+        self.val_frac, self.test_frac, self.seed = float(val_frac), float(test_frac), int(seed)
+
+    def u(self, eids) -> np.ndarray:
+        return _unit(np.asarray(eids, dtype=np.int64), self.seed)
+
+    def held(self, eids) -> np.ndarray:
+        return self.u(eids) < self.val_frac + self.test_frac
+
+    def masks(self, num_edges: int, chunk: int = 1 << 22) -> dict[str, np.ndarray]:
+        """Boolean masks over all edge ids: ``train``, ``val``, ``test``."""
+        out = {k: np.empty(num_edges, dtype=bool) for k in ("train", "val", "test")}
+        for a in range(0, num_edges, chunk):
+            b = min(num_edges, a + chunk)
+            u = self.u(np.arange(a, b, dtype=np.int64))
+            out["val"][a:b] = u < self.val_frac
+            out["test"][a:b] = (u >= self.val_frac) & (u < self.val_frac + self.test_frac)
+            out["train"][a:b] = u >= self.val_frac + self.test_frac
+        return out
+
+    def drop_from(self, b) -> None:
+        """Remove the held-out edges from a sampled mini-batch."""
+        if b.num_edges:
+            e = b.e_id.numpy()
+            held = self.held(e)
+            if held.any():
+                b.drop_edges(e[held])
+
+
+def eval_negatives(eids: np.ndarray, k: int, num_nodes: int, seed: int) -> np.ndarray:
+    """``[len(eids), k]`` negative destinations of each held-out edge: a pure
+    function of the edge id (the same in every run and for any trainer count)."""
+    keys = np.asarray(eids, dtype=np.int64)[:, None] * k + np.arange(k, dtype=np.int64)[None, :]
+    return (_mix(keys, seed ^ 0x5EED) % np.uint64(num_nodes)).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- model
+class LinkModel(nn.Module):
+    """A ``SAGE`` encoder (output dim ``hidden``) and an edge scorer: ``dot``
+    (``h_u . h_v``) or ``mlp`` (``MLP(h_u * h_v)``)."""
+
+    def __init__(self, in_dim: int, hidden: int, num_layers: int, dropout: float, scorer: str = "mlp"):
+        super().__init__()
+        self.encoder = SAGE(in_dim, hidden, hidden, num_layers, dropout)
+        self.scorer = scorer
+        self.predictor = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)) \
+            if scorer == "mlp" else None
+        self.dims = self.encoder.dims
+
+    def score(self, hu: torch.Tensor, hv: torch.Tensor) -> torch.Tensor:
+        if self.predictor is None:
+            return (hu * hv).sum(-1)
+        return self.predictor(hu * hv).squeeze(-1)
+
+    def encode(self, x, edge_index, num_sampled_nodes, num_sampled_edges) -> torch.Tensor:
+        return self.encoder(x, edge_index, num_sampled_nodes, num_sampled_edges)
+
+    def forward(self, x, edge_index, num_sampled_nodes, num_sampled_edges, pairs):
+        """Logits of the pairs ``pairs`` (``[2, P]`` local ids among the seeds)."""
+        h = self.encode(x, edge_index, num_sampled_nodes, num_sampled_edges)
+        return self.score(h[pairs[0]], h[pairs[1]])
+
+
+def _inputs(b, emb: DistEmbedding) -> torch.Tensor:
+    return torch.cat([b.x.float(), emb(b.n_id)], dim=1)
+
+
+@torch.no_grad()
+def rank_metrics(model: LinkModel, g, emb: DistEmbedding, eids, cfg: LinkConfig, held: HeldOut,
+                 sampler: NeighborSampler, salt: int) -> np.ndarray:
+    """Independent: ``[sum of 1/rank, sum of hits@K, count]`` over this trainer's
+    held-out edges ``eids``, each ranked against ``cfg.eval_negatives``
+    destinations.  Rank = 1 + (#negatives scoring higher) + (#ties)/2 (OGB)."""
+    eids = np.asarray(eids, dtype=np.int64)
+    was = model.training
+    model.eval()
+    n, k = g.num_nodes(), cfg.eval_negatives
+    rr = hits = 0.0
+    for i, a in enumerate(range(0, len(eids), cfg.eval_batch_size)):
+        e = eids[a:a + cfg.eval_batch_size]
+        src, dst = (t.numpy() for t in g.find_edges(e))
+        neg = eval_negatives(e, k, n, cfg.split_seed)
+        uniq, inv = np.unique(np.concatenate([src, dst, neg.reshape(-1)]), return_inverse=True)
+        B = len(e)
+        b = sampler.sample(g, uniq, rng=np.random.default_rng([cfg.seed, salt, i]))
+        b.fetch_features(g, cfg.feat, None)
+        held.drop_from(b)
+        h = model.encode(_inputs(b, emb), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
+        hs, hd, hn = h[inv[:B]], h[inv[B:2 * B]], h[inv[2 * B:]].reshape(B, k, -1)
+        pos = model.score(hs, hd)
+        negs = model.score(hs[:, None, :].expand(-1, k, -1), hn)
+        rank = 1.0 + (negs > pos[:, None]).sum(1).double() + 0.5 * (negs == pos[:, None]).sum(1).double()
+        rr += float((1.0 / rank).sum())
+        hits += float((rank <= cfg.hits_k).sum())
+    model.train(was)
+    return np.array([rr, hits, float(len(eids))])
+
+
+def _metrics(tc, model, g, emb, eids, cfg, held, sampler, salt) -> tuple[float, float, int]:
+    tot = _allsum(tc, rank_metrics(model, g, emb, eids, cfg, held, sampler, salt))
+    n = max(tot[2], 1.0)
+    return tot[0] / n, tot[1] / n, int(tot[2])
+
+
+# --------------------------------------------------------------------------- the run
+def _check_inputs(cfg: LinkConfig, g, tc) -> dict[str, np.ndarray]:
+    """Every trainer raises the same InputError before any training step."""
+    with agreed(tc):
+        if cfg.feat not in g.ndata:
+            raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node feature {cfg.feat!r} "
+                             f"(setting feat); it has {sorted(g.ndata)}")
+        if tc.Get_rank() == 0:
+            probe = os.path.join(cfg.run_dir, ".write-test")
+            try:
+                os.makedirs(cfg.run_dir, exist_ok=True)
+                with open(probe, "w") as fh:
+                    fh.write("ok")
+                os.remove(probe)
+            except OSError as e:
+                raise InputError(f"run_dir {cfg.run_dir!r} cannot be created or written ({e.strerror})") from None
+    held = HeldOut(cfg.val_frac, cfg.test_frac, cfg.split_seed)
+    masks = held.masks(g.num_edges())
+    book = g.get_partition_book()
+    shares = {}
+    with agreed(tc):
+        for key in ("train", "val", "test"):
+            shares[key] = edge_split(masks[key], book).numpy()
+        del masks
+        counts = _allsum(tc, [len(shares[k]) for k in ("train", "val", "test")])
+        if counts[0] < tc.Get_size() * cfg.batch_size:
+            raise InputError(f"{cfg.part_config}: {int(counts[0])} training edges for {tc.Get_size()} trainers "
+                             f"and batch_size={cfg.batch_size}; every trainer needs a full batch "
+                             "(use a smaller batch_size or test_frac)")
+        if counts[2] < 1:
+            raise InputError(f"{cfg.part_config}: test_frac={cfg.test_frac} holds out no edge of "
+                             f"{g.num_edges()}; use a larger test_frac")
+    return shares
+
+
+def _sparse_step(sparse: SparseAdagrad, emb: DistEmbedding, tc, ordered: bool) -> None:
+    """Apply the embedding updates of every trainer and make them visible."""
+    if ordered:
+        for r in range(tc.Get_size()):
+            if r == tc.Get_rank():
+                sparse.step()
+            emb.weight.barrier()
+    else:
+        sparse.step()
+        emb.weight.barrier()
+
+
+def _save_table(path: str, t, chunk_rows: int = 1 << 16) -> None:
+    """Write every row of DistTensor ``t`` to an ``.npy`` file, a chunk at a time."""
+    out = np.lib.format.open_memmap(path + ".tmp.npy", mode="w+", dtype=np.float32, shape=tuple(t.shape))
+    for a in range(0, t.shape[0], chunk_rows):
+        b = min(t.shape[0], a + chunk_rows)
+        out[a:b] = np.asarray(t[np.arange(a, b)])
+    out.flush()
+    del out
+    os.replace(path + ".tmp.npy", path)
+
+
+def run(cfg: LinkConfig) -> dict | None:
+    """Train and evaluate; returns the final metrics on trainers (servers and
+    samplers serve inside ``hpcgnn.initialize`` and never return)."""
+    ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
+                            graph_name=cfg.graph_name)
+    tc = ctx.trainer_comm
+    me = tc.Get_rank()
+    torch.set_num_threads(cfg.threads if cfg.threads > 0 else max(1, (os.cpu_count() or 1) // ctx.local_size))
+    from ..partition.config import read_config
+
+    name = cfg.graph_name or read_config(cfg.part_config)[0]["graph_name"]
+    g = DistGraph(name)
+    shares = _check_inputs(cfg, g, tc)
+    held = HeldOut(cfg.val_frac, cfg.test_frac, cfg.split_seed)
+    feat_dim = int(g.ndata[cfg.feat].shape[1])
+
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    random.seed(cfg.seed)
+    model = LinkModel(feat_dim + cfg.emb_dim, cfg.hidden, cfg.num_layers, cfg.dropout, cfg.scorer)
+    init_rng = np.random.default_rng([cfg.seed, 0xE3B, me])
+    emb = DistEmbedding(g.num_nodes(), cfg.emb_dim, name="link_prediction_node_emb",
+                        init_func=lambda shape, dtype: (0.1 * init_rng.standard_normal(shape)).astype(np.float32),
+                        ctx=ctx)
+    sparse = SparseAdagrad([emb], lr=cfg.emb_lr)
+    backend = init_process_group(ctx)
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(model)
+    timer = _AllreduceTimer()
+    ddp.register_comm_hook(None, timer.hook)
+    opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
+    sampler = NeighborSampler(cfg.fanouts)
+    train_loader = DistEdgeDataLoader(g, shares["train"], sampler, cfg.batch_size, shuffle=True, drop_last=False,
+                                      negative_sampler=Uniform(cfg.num_negs), exclude="self", seed=cfg.seed,
+                                      prefetch=cfg.prefetch, feat=cfg.feat)
+    meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+            "model": json.dumps({"dims": model.dims, "kind": "SAGE-link", "scorer": cfg.scorer,
+                                 "emb_dim": cfg.emb_dim}),
+            "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
+            "num_negs": cfg.num_negs, "held_out": json.dumps([cfg.val_frac, cfg.test_frac, cfg.split_seed]),
+            "trainers": tc.Get_size()}
+    tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
+
+    step, start_epoch = 0, 0
+    resumed_from = None
+    if cfg.resume:
+        found = checkpoint.complete(cfg.run_dir) if me == 0 else None
+        found = tc.bcast(found, root=0)
+        if found:
+            step, rep, own = checkpoint.load(tc, found[-1], meta, tensors=tensors)
+            model.load_state_dict(rep["model"])
+            opt.load_state_dict(rep["optimizer"])
+            _set_rng_state(own["rng"])
+            train_loader.load_state_dict(own["loader"])
+            start_epoch = train_loader.state_dict()["epoch"]
+            resumed_from = found[-1]
+    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
+    n_sets = _allsum(tc, [len(shares[k]) for k in ("train", "val", "test")])
+    if me == 0:
+        print(f"hpcgnn link prediction: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout "
+              f"'{ctx.layout}', loader mode {train_loader.mode}, {len(train_loader)} steps/epoch, edges "
+              f"train/val/test {int(n_sets[0])}/{int(n_sets[1])}/{int(n_sets[2])}"
+              + (f", resumed from {resumed_from} at step {step}" if resumed_from else ""), flush=True)
+
+    def save():
+        checkpoint.save(tc, cfg.run_dir, step, meta,
+                        {"model": model.state_dict(), "optimizer": opt.state_dict()},
+                        {"rng": _rng_state(), "loader": train_loader.state_dict()}, tensors=tensors)
+
+    show = me == 0 and (cfg.progress == "on" or (cfg.progress == "auto" and sys.stderr.isatty()))
+    ordered = cfg.emb_updates == "ordered"
+    stopped = False
+    for epoch in range(start_epoch, cfg.epochs):
+        t_epoch = time.perf_counter()
+        compute = 0.0
+        timer.seconds = 0.0
+        loss_sum = correct = seen = 0.0
+        bar = None
+        if show:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(train_loader), desc=f"epoch {epoch}", file=sys.stderr, leave=False)
+        for b in train_loader:
+            t0 = time.perf_counter()
+            held.drop_from(b)
+            opt.zero_grad()
+            sparse.zero_grad()
+            logits = ddp(_inputs(b, emb), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges,
+                         b.edge_label_index)
+            loss = F.binary_cross_entropy_with_logits(logits, b.edge_label)
+            loss.backward()
+            opt.step()
+            _sparse_step(sparse, emb, tc, ordered)
+            compute += time.perf_counter() - t0
+            P = len(b.edge_label)
+            loss_sum += loss.item() * P
+            correct += int(((logits > 0).float() == b.edge_label).sum())
+            seen += P
+            step += 1
+            if bar is not None:
+                bar.update(1)
+            stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and step >= cfg.max_steps)
+            if stop or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0):
+                save()
+            if stop:
+                stopped = True
+                break
+        if bar is not None:
+            bar.close()
+        if stopped:
+            break
+        st = train_loader.stats
+        tot = _allsum(tc, [loss_sum, correct, seen, st["sampled_edges"]])
+        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds], MPI.MAX)
+        row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
+               "val_mrr": None, "epoch_s": slow[0], "steps": len(train_loader),
+               "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
+               "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3]}
+        if cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0 and cfg.val_frac > 0:
+            row["val_mrr"] = _metrics(tc, model, g, emb, shares["val"], cfg, held, sampler, 1000 + epoch)[0]
+        if me == 0:
+            print(json.dumps({"kind": "epoch", **row}), flush=True)
+        log.epoch(row)
+
+    if stopped:
+        if me == 0:
+            why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
+            print(f"hpcgnn link prediction: stopped at step {step} ({why}); checkpoint written, "
+                  "resume with --resume", flush=True)
+        ctx.finalize()
+        return {"stopped": True, "step": step, "model": model}
+
+    t0 = time.perf_counter()
+    hk = f"hits@{cfg.hits_k}"
+    result = {}
+    if cfg.val_frac > 0:
+        result["val_mrr"], result[f"val_{hk}"], _ = _metrics(tc, model, g, emb, shares["val"], cfg, held,
+                                                             sampler, 1)
+    result["test_mrr"], result[f"test_{hk}"], result["test_edges"] = _metrics(tc, model, g, emb, shares["test"],
+                                                                              cfg, held, sampler, 2)
+    result["eval_s"] = time.perf_counter() - t0
+    result["steps"] = step
+    if me == 0:
+        torch.save(model.state_dict(), os.path.join(cfg.run_dir, "model.pt"))
+        _save_table(os.path.join(cfg.run_dir, "embedding.npy"), emb.weight)
+    log.final(result)
+    if me == 0:
+        print(json.dumps({"kind": "final", **result}), flush=True)
+        print(f"test MRR: {result['test_mrr']:.4f}", flush=True)
+        print(f"test {hk}: {result[f'test_{hk}']:.4f}", flush=True)
+    with LOCK:
+        tc.Barrier()            # trainer 0 has read the whole table before anyone finalizes
+    ctx.finalize()
+    result["model"] = model
+    return result
+
+
+def main(argv=None, prog: str = "link_prediction.py") -> int:
+    run(parse_args(argv, prog=prog))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
