@@ -15,7 +15,9 @@ Runs the same training (``hpcgnn train``: 2-layer GraphSAGE, hidden 256, fanouts
   model and sampler in one process.)
 
 Both take a full pass over the training nodes per epoch (the distributed run in
-half the steps: two trainers, each ``batch`` seeds per step).  Epoch 0 is warm-up;
+half the steps: two trainers, each ``batch`` seeds per step), or with
+``--epoch-steps N`` the same number of seeds (N steps of the distributed run, 2N
+of the single process).  Epoch 0 is warm-up;
 the mean of the later epochs is reported with its breakdown: waiting for batches,
 compute (forward, backward, optimizer), the overlapped gradient allreduce, and the
 producer's sampling and feature-gather time (overlapped with compute by the
@@ -59,8 +61,9 @@ def prepare(a) -> str:
     return os.path.join(d, "parts", "bench.json")
 
 
-def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_dir: str) -> dict:
+def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_dir: str, epoch_steps: int) -> dict:
     cmd = [*launcher, sys.executable, "-m", "hpcgnn", "train", "--part-config", cfg, "--layout", layout,
+           "--epoch-steps", str(epoch_steps),
            "--epochs", str(a.epochs), "--batch-size", str(a.batch), "--fanouts", a.fanouts, "--hidden",
            str(a.hidden), "--lr", "0.003", "--run-dir", run_dir, "--eval-every", "0", "--progress", "off"]
     if rpn:
@@ -95,14 +98,21 @@ def main():
     ap.add_argument("--layout", default="servers=1,samplers=0,trainers=1")
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--ranks-per-node", default="2")
+    ap.add_argument("--trainers", type=int, default=2, help="trainers in --layout (for --epoch-steps)")
+    ap.add_argument("--epoch-steps", type=int, default=0,
+                    help="steps per epoch of the distributed run (the single process runs trainers x as many "
+                         "steps: the same seeds); 0: full passes")
     a = ap.parse_args()
     cfg = prepare(a)
     runs = tempfile.mkdtemp(prefix="hpcgnn-tbench-runs-")
-    dist = train(["mpirun", "-n", str(a.np)], cfg, a.layout, a.ranks_per_node, a, os.path.join(runs, "dist"))
-    single = train([], cfg, "servers=0,samplers=0,trainers=1", None, a, os.path.join(runs, "single"))
+    dist = train(["mpirun", "-n", str(a.np)], cfg, a.layout, a.ranks_per_node, a, os.path.join(runs, "dist"),
+                 a.epoch_steps)
+    single = train([], cfg, "servers=0,samplers=0,trainers=1", None, a, os.path.join(runs, "single"),
+                   a.epoch_steps * a.trainers)
     with open(cfg) as f:
         n = json.load(f)["num_nodes"]
     out = {"bench": "train", "graph": {"config": os.path.abspath(cfg), "nodes": n}, "epochs": a.epochs,
+           "epoch_steps": a.epoch_steps or "full",
            "settings": {"hidden": a.hidden, "fanouts": a.fanouts, "batch": a.batch, "layout": a.layout,
                         "ranks": a.np},
            "distributed": dist, "single": single,

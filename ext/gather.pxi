@@ -2,7 +2,7 @@
 # mpi4py's Datatype.Create_hindexed_block converts its displacements entry by entry
 # (~0.4 us each: 40 ms for a 100k-row gather); here the NumPy array is handed to
 # MPI as it is, without the GIL.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, int32_t, uintptr_t
 from libc.limits cimport INT_MAX
 from mpi4py cimport MPI as _MPI
 from mpi4py import MPI as _pyMPI
@@ -36,6 +36,8 @@ def hindexed_blocks(_MPI.Datatype oldtype, int blocklength, const int64_t[::1] b
 
 cdef extern from "gather_rows.h" nogil:
     void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst)
+    int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
+                                 const int64_t *ids, int64_t n, char *dst, int32_t *range_of)
 
 
 def gather_rows(src, const int64_t[::1] ids, dst):
@@ -52,3 +54,26 @@ def gather_rows(src, const int64_t[::1] ids, dst):
         return
     with nogil:
         hpcgnn_gather_rows(<const char *>&s[0, 0], rb, &ids[0], n, <char *>&d[0, 0])
+
+
+def gather_ranges(const uintptr_t[::1] bases, const int64_t[::1] bounds, const int64_t[::1] ids, dst,
+                  int32_t[::1] range_of):
+    """Rows of a table split into ranges held in separate memory: for every id in a
+    range whose ``bases[k]`` (the address of that range's first row) is non-zero,
+    ``dst[i]`` = that row and ``range_of[i] = -1``; otherwise ``range_of[i] = k`` and
+    ``dst[i]`` is left for the caller.  Returns the number of ids left.  ``bounds``:
+    ``K+1`` row ids; ids must lie in ``[bounds[0], bounds[K])`` (not checked).  The
+    GIL is released.  Independent."""
+    cdef unsigned char[:, ::1] d = dst.reshape(dst.shape[0], -1).view("u1")
+    cdef int64_t n = ids.shape[0]
+    cdef int K = <int>(bounds.shape[0] - 1)
+    if bases.shape[0] != K or range_of.shape[0] != n or d.shape[0] != n:
+        raise ValueError("gather_ranges: need one base per range and one range_of / dst row per id")
+    if n == 0 or d.shape[1] == 0:
+        return 0
+    cdef int64_t rb = d.shape[1]
+    cdef int64_t left
+    with nogil:
+        left = hpcgnn_gather_ranges(<const char *const *>&bases[0], &bounds[0], K, rb, &ids[0], n,
+                                    <char *>&d[0, 0], &range_of[0])
+    return left

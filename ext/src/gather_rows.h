@@ -8,4 +8,12 @@
  * makes this faster than a generic index_select. */
 void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst);
 
+/* Rows of a table split into K ranges [bounds[k], bounds[k+1]) held in separate
+ * memory (bases[k], or NULL where the range is not directly readable): copies
+ * dst[i] = row ids[i] for every id in a readable range and sets range_of[i] = -1;
+ * for the others leaves dst[i] alone and sets range_of[i] = k.  Returns how many
+ * ids were left.  Ids must be in [bounds[0], bounds[K]). */
+int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
+                             const int64_t *ids, int64_t n, char *dst, int32_t *range_of);
+
 #endif

@@ -58,10 +58,14 @@ try:  # compiled datatype builder (ext/gather.pxi); mpi4py's builder is the fall
     from .._ext import hindexed_blocks as _ext_hindexed_blocks
 except ImportError:  # pragma: no cover - depends on the build
     _ext_hindexed_blocks = None
-try:  # compiled row gather with software prefetch (ext/src/gather_rows.c)
+try:  # compiled row gathers with software prefetch (ext/src/gather_rows.c)
     from .._ext import gather_rows as _ext_gather_rows
 except ImportError:  # pragma: no cover - depends on the build
     _ext_gather_rows = None
+try:
+    from .._ext import gather_ranges as _ext_gather_ranges
+except ImportError:  # pragma: no cover - an older build of ext/
+    _ext_gather_ranges = None
 
 try:
     import torch
@@ -284,6 +288,8 @@ class RowStore:
             raise InputError(f"{self._where}: out must be a C-contiguous {self.dtype} array of shape {want}")
         if n == 0 or self.row_bytes == 0:
             return out
+        if _ext_gather_ranges is not None:
+            return self._gather_ranges(ids, out)
         perm, counts = rs.group(ids, self._bounds)
         sids = ids if perm is None else ids[perm]
         dst = out if perm is None else np.empty_like(out)
@@ -294,7 +300,7 @@ class RowStore:
             if c == 0:
                 continue
             offs = sids[a:a + c] - self._bounds[k]
-            if self._route[k] == DIRECT or (self._route[k] == SHM and self.direct_shm_reads):
+            if self._direct(k):
                 local.append((k, offs, a, c))
             else:
                 win = self._shwin if self._route[k] == SHM else self._win
@@ -305,6 +311,46 @@ class RowStore:
         self._complete(pending)
         if perm is not None:
             self._unpermute(out.reshape(n, -1), perm, flat)
+        return out
+
+    def _direct(self, k: int) -> bool:
+        return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self.direct_shm_reads))
+
+    def _gather_ranges(self, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The compiled path: one C pass copies every row of a directly readable range
+        into place (no sort by owner, no permutation); rows of the other ranges are
+        fetched with one RMA ``Get`` per range, issued before the local copies so
+        they overlap."""
+        n, K = len(ids), len(self._bounds) - 1
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        bounds = np.ascontiguousarray(self._bounds, dtype=np.int64)
+        flat = out.reshape(n, -1)
+        direct = np.array([self._direct(k) for k in range(K)])
+        bases = np.zeros(K, dtype=np.uintp)
+        for k in np.flatnonzero(direct):
+            bases[k] = self._views[k].ctypes.data
+        range_of = np.empty(n, dtype=np.int32)
+        pending, fetched = [], None
+        if not direct.all():
+            # which ids need a Get: a pass with no readable range only labels them
+            _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of)
+            pos = np.flatnonzero(~direct[range_of])
+            if len(pos):
+                owners = range_of[pos]
+                pos = pos[np.argsort(owners, kind="stable")]
+                counts = np.bincount(owners, minlength=K)
+                ends = np.cumsum(counts)
+                fetched = np.empty((len(pos), flat.shape[1]), dtype=out.dtype)
+                for k in np.flatnonzero(counts).tolist():
+                    a, b = int(ends[k] - counts[k]), int(ends[k])
+                    win = self._shwin if self._route[k] == SHM else self._win
+                    pending += self._rma(win, int(self._target[k]), k, ids[pos[a:b]] - self._bounds[k],
+                                         fetched[a:b], "get")
+        if direct.any():
+            _ext_gather_ranges(bases, bounds, ids, flat, range_of)
+        self._complete(pending)
+        if fetched is not None:
+            flat[pos] = fetched
         return out
 
     def _copy_local(self, view: np.ndarray, offs: np.ndarray, dst2d: np.ndarray) -> None:

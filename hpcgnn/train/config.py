@@ -43,6 +43,7 @@ class TrainConfig:
     checkpoint_every: int = 0
     resume: bool = False
     max_steps: int = 0
+    epoch_steps: int = 0
     progress: str = "auto"
 
     @property
@@ -61,6 +62,7 @@ HELP = {
     "checkpoint_every": "checkpoint every N optimizer steps (0: only on a stop signal)",
     "resume": "continue from the newest complete checkpoint in run_dir",
     "max_steps": "stop (checkpoint and exit) after N optimizer steps in total (0: no limit)",
+    "epoch_steps": "end each epoch after N steps (0: a full pass over the training nodes; benchmarks)",
     "progress": "progress bar on trainer 0: auto (when stderr is a terminal), on, off",
 }
 

@@ -177,6 +177,7 @@ def run(cfg: TrainConfig) -> dict | None:
             from tqdm import tqdm
 
             bar = tqdm(total=len(train_loader), desc=f"epoch {epoch}", file=sys.stderr, leave=False)
+        first_step = train_loader.position[1] if epoch == start_epoch else 0
         for b in train_loader:
             t0 = time.perf_counter()
             out = ddp(b.x.float(), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
@@ -198,6 +199,8 @@ def run(cfg: TrainConfig) -> dict | None:
             if stop:
                 stopped = True
                 break
+            if cfg.epoch_steps and train_loader.position[1] - first_step >= cfg.epoch_steps:
+                break
         if bar is not None:
             bar.close()
         if stopped:
@@ -207,7 +210,7 @@ def run(cfg: TrainConfig) -> dict | None:
         slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds,
                                st["sample_s"], st["fetch_s"]], MPI.MAX)
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
-               "val_acc": None, "epoch_s": slow[0], "steps": len(train_loader),
+               "val_acc": None, "epoch_s": slow[0], "steps": st["batches"],
                "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
                "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3],
                "sample_s": slow[4], "fetch_s": slow[5]}
