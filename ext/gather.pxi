@@ -37,7 +37,8 @@ def hindexed_blocks(_MPI.Datatype oldtype, int blocklength, const int64_t[::1] b
 cdef extern from "gather_rows.h" nogil:
     void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst)
     int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
-                                 const int64_t *ids, int64_t n, char *dst, int32_t *range_of)
+                                 const int64_t *ids, int64_t n, char *dst, int32_t *range_of,
+                                 const int64_t *cache_ids, int64_t cache_n, const char *cache_rows)
 
 
 def gather_rows(src, const int64_t[::1] ids, dst):
@@ -57,13 +58,14 @@ def gather_rows(src, const int64_t[::1] ids, dst):
 
 
 def gather_ranges(const uintptr_t[::1] bases, const int64_t[::1] bounds, const int64_t[::1] ids, dst,
-                  int32_t[::1] range_of):
-    """Rows of a table split into ranges held in separate memory: for every id in a
-    range whose ``bases[k]`` (the address of that range's first row) is non-zero,
-    ``dst[i]`` = that row and ``range_of[i] = -1``; otherwise ``range_of[i] = k`` and
-    ``dst[i]`` is left for the caller.  Returns the number of ids left.  ``bounds``:
-    ``K+1`` row ids; ids must lie in ``[bounds[0], bounds[K])`` (not checked).  The
-    GIL is released.  Independent."""
+                  int32_t[::1] range_of, cache_ids=None, cache_rows=None):
+    """Rows of a table split into ranges held in separate memory: for every id in
+    ``cache_ids`` (sorted; rows ``cache_rows``) ``dst[i]`` is the cached row and
+    ``range_of[i] = -2``; else for an id in a range whose ``bases[k]`` (the address
+    of that range's first row) is non-zero, ``dst[i]`` = that row and ``range_of[i]
+    = -1``; otherwise ``range_of[i] = k`` and ``dst[i]`` is left for the caller.
+    Returns the number of ids left.  ``bounds``: ``K+1`` row ids; ids must lie in
+    ``[bounds[0], bounds[K])`` (not checked).  The GIL is released.  Independent."""
     cdef unsigned char[:, ::1] d = dst.reshape(dst.shape[0], -1).view("u1")
     cdef int64_t n = ids.shape[0]
     cdef int K = <int>(bounds.shape[0] - 1)
@@ -72,8 +74,21 @@ def gather_ranges(const uintptr_t[::1] bases, const int64_t[::1] bounds, const i
     if n == 0 or d.shape[1] == 0:
         return 0
     cdef int64_t rb = d.shape[1]
+    cdef const int64_t[::1] cid
+    cdef const unsigned char[:, ::1] crow
+    cdef const int64_t *cid_p = NULL
+    cdef const char *crow_p = NULL
+    cdef int64_t cn = 0
+    if cache_ids is not None and len(cache_ids):
+        cid = cache_ids
+        crow = cache_rows.reshape(cache_rows.shape[0], -1).view("u1")
+        if crow.shape[0] != cid.shape[0] or crow.shape[1] != rb:
+            raise ValueError("gather_ranges: cache_rows must hold one row of dst's size per cache id")
+        cid_p = &cid[0]
+        crow_p = <const char *>&crow[0, 0]
+        cn = cid.shape[0]
     cdef int64_t left
     with nogil:
         left = hpcgnn_gather_ranges(<const char *const *>&bases[0], &bounds[0], K, rb, &ids[0], n,
-                                    <char *>&d[0, 0], &range_of[0])
+                                    <char *>&d[0, 0], &range_of[0], cid_p, cn, crow_p)
     return left

@@ -28,8 +28,20 @@ static inline int find_range(const int64_t *bounds, int K, int64_t id, int k_hin
     return lo;
 }
 
+/* Position of id in the sorted cache_ids, or -1. */
+static inline int64_t find_cached(const int64_t *cache_ids, int64_t cache_n, int64_t id)
+{
+    int64_t lo = 0, hi = cache_n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (cache_ids[mid] < id) lo = mid + 1; else hi = mid;
+    }
+    return (lo < cache_n && cache_ids[lo] == id) ? lo : -1;
+}
+
 int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
-                             const int64_t *ids, int64_t n, char *dst, int32_t *range_of)
+                             const int64_t *ids, int64_t n, char *dst, int32_t *range_of,
+                             const int64_t *cache_ids, int64_t cache_n, const char *cache_rows)
 {
     int64_t other = 0;
     int k = 0;
@@ -41,6 +53,14 @@ int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, in
                 const char *p = bases[kj] + (j - bounds[kj]) * row_bytes;
                 for (int64_t b = 0; b < row_bytes; b += 64)
                     __builtin_prefetch(p + b, 0, 0);
+            }
+        }
+        if (cache_n) {
+            int64_t c = find_cached(cache_ids, cache_n, ids[i]);
+            if (c >= 0) {
+                memcpy(dst + i * row_bytes, cache_rows + c * row_bytes, (size_t)row_bytes);
+                range_of[i] = -2;
+                continue;
             }
         }
         k = find_range(bounds, K, ids[i], k);

@@ -9,11 +9,13 @@
 void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst);
 
 /* Rows of a table split into K ranges [bounds[k], bounds[k+1]) held in separate
- * memory (bases[k], or NULL where the range is not directly readable): copies
- * dst[i] = row ids[i] for every id in a readable range and sets range_of[i] = -1;
- * for the others leaves dst[i] alone and sets range_of[i] = k.  Returns how many
- * ids were left.  Ids must be in [bounds[0], bounds[K]). */
+ * memory (bases[k], or NULL where the range is not directly readable), with an
+ * optional cache of rows (cache_n sorted ids, their rows): an id in the cache is
+ * copied from it (range_of[i] = -2); else an id in a readable range is copied
+ * from there (range_of[i] = -1); else dst[i] is left alone and range_of[i] = k.
+ * Returns how many ids were left.  Ids must be in [bounds[0], bounds[K]). */
 int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
-                             const int64_t *ids, int64_t n, char *dst, int32_t *range_of);
+                             const int64_t *ids, int64_t n, char *dst, int32_t *range_of,
+                             const int64_t *cache_ids, int64_t cache_n, const char *cache_rows);
 
 #endif

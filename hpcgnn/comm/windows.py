@@ -275,9 +275,11 @@ class RowStore:
 
     # ------------------------------------------------------------------ reads
     @serialized
-    def gather(self, ids, out: np.ndarray | None = None) -> np.ndarray:
+    def gather(self, ids, out: np.ndarray | None = None, cache=None) -> np.ndarray:
         """Independent: the rows of ``ids`` (global, any order, repeats allowed), in
-        the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``)."""
+        the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``).
+        ``cache``: ``(sorted ids, their rows)`` served from memory instead (with the
+        compiled kernel; otherwise ignored)."""
         self._check_open()
         ids = rs.as_ids(ids, self.nrows, self._where)
         n = len(ids)
@@ -289,7 +291,7 @@ class RowStore:
         if n == 0 or self.row_bytes == 0:
             return out
         if _ext_gather_ranges is not None:
-            return self._gather_ranges(ids, out)
+            return self._gather_ranges(ids, out, cache)
         perm, counts = rs.group(ids, self._bounds)
         sids = ids if perm is None else ids[perm]
         dst = out if perm is None else np.empty_like(out)
@@ -316,11 +318,11 @@ class RowStore:
     def _direct(self, k: int) -> bool:
         return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self.direct_shm_reads))
 
-    def _gather_ranges(self, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    def _gather_ranges(self, ids: np.ndarray, out: np.ndarray, cache=None) -> np.ndarray:
         """The compiled path: one C pass copies every row of a directly readable range
         into place (no sort by owner, no permutation); rows of the other ranges are
         fetched with one RMA ``Get`` per range, issued before the local copies so
-        they overlap."""
+        they overlap.  Ids in ``cache`` are copied from it and never fetched."""
         n, K = len(ids), len(self._bounds) - 1
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         bounds = np.ascontiguousarray(self._bounds, dtype=np.int64)
@@ -330,11 +332,13 @@ class RowStore:
         for k in np.flatnonzero(direct):
             bases[k] = self._views[k].ctypes.data
         range_of = np.empty(n, dtype=np.int32)
+        cids, crows = cache if cache is not None else (None, None)
         pending, fetched = [], None
         if not direct.all():
             # which ids need a Get: a pass with no readable range only labels them
-            _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of)
-            pos = np.flatnonzero(~direct[range_of])
+            _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of, cids, crows)
+            pos = np.flatnonzero(range_of >= 0)
+            pos = pos[~direct[range_of[pos]]]
             if len(pos):
                 owners = range_of[pos]
                 pos = pos[np.argsort(owners, kind="stable")]
@@ -346,11 +350,20 @@ class RowStore:
                     win = self._shwin if self._route[k] == SHM else self._win
                     pending += self._rma(win, int(self._target[k]), k, ids[pos[a:b]] - self._bounds[k],
                                          fetched[a:b], "get")
+        hits = None
+        if not direct.all() and cids is not None:
+            hits = int(np.count_nonzero(range_of == -2))
+            cids = crows = None            # the labelling pass copied the cached rows already
         if direct.any():
-            _ext_gather_ranges(bases, bounds, ids, flat, range_of)
+            _ext_gather_ranges(bases, bounds, ids, flat, range_of, cids, crows)
         self._complete(pending)
         if fetched is not None:
-            flat[pos] = fetched
+            if self._torch_ok:
+                torch.from_numpy(flat).index_copy_(0, torch.from_numpy(pos), torch.from_numpy(fetched))
+            else:
+                flat[pos] = fetched
+        if cache is not None:
+            self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
         return out
 
     def _copy_local(self, view: np.ndarray, offs: np.ndarray, dst2d: np.ndarray) -> None:

@@ -301,16 +301,56 @@ class DistTensor:
     def __getitem__(self, ids):
         """Independent: rows of the global ``ids`` (torch/NumPy ints, 1-D, any order,
         repeats allowed), in the order asked, as a torch tensor (NumPy when torch
-        cannot hold the dtype)."""
-        rows = self._open_store().gather(ids)
+        cannot hold the dtype).  Rows held by :meth:`enable_cache` come from memory."""
+        cache = getattr(self, "_cache", None)
+        if cache is not None:
+            rows = self._cached_gather(cache, ids)
+        else:
+            rows = self._open_store().gather(ids)
         if torch is not None and _torch_dtype(self._npdt) is not None:
             return torch.from_numpy(rows)
         return rows
 
     def __setitem__(self, ids, values) -> None:
         """Independent: write ``values[i]`` into row ``ids[i]`` (last wins on repeats);
-        complete at the owner on return, visible to others after :meth:`barrier`."""
+        complete at the owner on return, visible to others after :meth:`barrier`.
+        Writing drops this handle's row cache (cached rows would be stale)."""
+        self._cache = None
         self._open_store().scatter(ids, values)
+
+    # -- hot-row cache --------------------------------------------------------------
+    def enable_cache(self, budget_bytes: int, hotness=None, graph=None):
+        """Independent: keep the hottest rows that live on other nodes in this
+        process (see :mod:`hpcgnn.graph.cache`), at most ``budget_bytes``; returns
+        the :class:`~hpcgnn.graph.cache.RowCache` (``.stats()``: hits).  For tensors
+        that do not change (node features)."""
+        from .cache import RowCache
+
+        self._cache = RowCache(self, budget_bytes, hotness=hotness, graph=graph)
+        return self._cache
+
+    def disable_cache(self) -> None:
+        self._cache = None
+
+    @property
+    def cache(self):
+        """The row cache, or None."""
+        return getattr(self, "_cache", None)
+
+    def _cached_gather(self, cache, ids) -> np.ndarray:
+        from ..comm import rowstore as rs
+
+        st = self._open_store()
+        ids = rs.as_ids(ids, st.nrows, st._where)
+        st.last_cache_hits = None
+        out = st.gather(ids, cache=(cache.ids, cache.rows) if len(cache) else None)
+        hits = st.last_cache_hits
+        if hits is None and len(cache):        # no compiled kernel: serve the hits here
+            hit, at = cache.split(ids)
+            out[hit] = cache.rows[at]
+            hits = int(hit.sum())
+        cache.count(ids, hits or 0)
+        return out
 
     def barrier(self) -> None:
         """Collective over the trainers (served launch) or the world: writes before it

@@ -49,9 +49,11 @@ class NodeTask:
     plan: EpochPlan
     feat: str | None
     label: str | None
+    cache_bytes: int = 0
 
     def make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
+        _ensure_cache(g, self.feat, self.cache_bytes)
         seeds = self.plan.batch(epoch, step, order)
         b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
         t1 = time.perf_counter()
@@ -99,6 +101,13 @@ class EdgeTask:
             b.fetch_features(g, self.feat, self.label)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         return b
+
+
+def _ensure_cache(g, feat, budget: int) -> None:
+    """Give ``g.ndata[feat]`` a hot-row cache of ``budget`` bytes (by in-degree) in
+    the process that gathers the features (trainer or sampler rank), once."""
+    if budget and feat is not None and g.ndata[feat].cache is None:
+        g.ndata[feat].enable_cache(budget, graph=g)
 
 
 class _Loader:
@@ -274,16 +283,19 @@ class DistNodeDataLoader(_Loader):
     ``seed``: batches are a function of it (None: drawn from torch's generator on
     trainer 0); ``prefetch``: batches produced ahead (0: inline); ``mode``: see the
     module doc; ``feat``/``label``: node features gathered into ``x``/``y`` (None
-    skips).  Collective over the trainers.  Every trainer gets ``len(loader)``
-    batches per epoch (see :mod:`hpcgnn.sampling.plan`).
+    skips).  ``cache_bytes``: keep the features of the highest reaching-degree nodes of
+    other nodes' partitions in the memory of whoever gathers them (trainer or
+    sampler rank), up to that many bytes (:mod:`hpcgnn.graph.cache`).  Collective
+    over the trainers.  Every trainer gets ``len(loader)`` batches per epoch (see
+    :mod:`hpcgnn.sampling.plan`).
     """
 
     def __init__(self, g, nids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  *, seed: int | None = None, prefetch: int = 2, mode: str = "auto",
-                 feat: str | None = "feat", label: str | None = "label"):
+                 feat: str | None = "feat", label: str | None = "label", cache_bytes: int = 0):
         _check_features(g, feat, label, "DistNodeDataLoader")
         super().__init__(g, nids, batch_size, shuffle, drop_last, seed, prefetch, mode, "DistNodeDataLoader",
-                         lambda plan: NodeTask(sampler, plan, feat, label))
+                         lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes)))
 
 
 class DistEdgeDataLoader(_Loader):

@@ -130,7 +130,8 @@ def run(cfg: TrainConfig) -> dict | None:
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     sampler = NeighborSampler(cfg.fanouts)
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
-                                      seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label)
+                                      seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
+                                      cache_bytes=cfg.cache_bytes)
     with LOCK:
         every_trainer_has_val = tc.allreduce(int(len(val_ids) > 0), op=MPI.MIN) == 1
     val_loader = DistNodeDataLoader(g, val_ids, sampler, cfg.batch_size, seed=cfg.seed + 1,

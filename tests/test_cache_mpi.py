@@ -1,0 +1,80 @@
+"""The hot-row feature cache: bitwise the same rows with and without it, only rows
+of other nodes' partitions cached, hottest first, within the budget; writing drops
+it; loaders with a cache give the same batches."""
+import numpy as np
+import pytest
+import torch
+
+import hpcgnn
+from conftest import served_layout
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.graph import DistGraph
+from hpcgnn.graph.cache import hotness_from_sampler
+from hpcgnn.sampling import DistNodeDataLoader, NeighborSampler
+
+from test_sampling import make_graph
+
+world = MPI.COMM_WORLD
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.timeout(180)
+def test_row_cache(shared_tmp):
+    size = world.Get_size()
+    if size == 1:
+        _, cfg = make_graph(shared_tmp, 2, None)
+        g = DistGraph("g", part_config=cfg)
+        c = g.ndata["feat"].enable_cache(1 << 20, graph=g)
+        assert len(c) == 0 and c.remote_rows == 0          # one process holds everything: nothing remote
+        g._ctx.finalize()
+        return
+    layout, rpn, nparts = served_layout(size)
+    _, cfg = make_graph(shared_tmp, nparts, world)
+    ctx = hpcgnn.initialize(layout=layout, ranks_per_node=rpn, part_config=cfg, serve=False)
+    if not ctx.is_trainer:
+        ctx.service.serve()
+        ctx.finalize()
+        return
+    g = DistGraph("g")
+    feat = g.ndata["feat"]
+    n = g.num_nodes()
+    rng = np.random.default_rng(ctx.rank)
+    ids = rng.integers(0, n, 5000)
+    ref = feat[ids].clone()
+    row_bytes = feat[[0]].numpy().nbytes
+    c = feat.enable_cache(200 * row_bytes, graph=g)
+    mine = g.get_partition_book().partid
+    book = g.get_partition_book()
+    remote = np.asarray(book.nid2partid(c.ids)) != mine if len(c) else []
+    assert np.all(remote)                                   # only other nodes' rows
+    expect = min(200, c.remote_rows)
+    assert len(c) == expect
+    got = feat[ids]
+    assert torch.equal(got, ref)                            # bitwise the same
+    from hpcgnn.comm.windows import RowStore
+
+    saved = RowStore.direct_shm_reads                       # and with every remote read through MPI_Get
+    RowStore.direct_shm_reads = False
+    try:
+        assert torch.equal(feat[ids], ref)
+    finally:
+        RowStore.direct_shm_reads = saved
+    st = c.stats()
+    if c.remote_rows:
+        assert st["hits"] > 0 and st["remote_fetched"] == st["remote_lookups"] - st["hits"]
+        deg = np.asarray(g.out_degrees(c.ids))             # in-edge sampling reaches a node per out-edge
+        cand = np.flatnonzero(np.asarray(book.nid2partid(np.arange(n))) != mine)
+        assert deg.min() >= np.sort(np.asarray(g.out_degrees(cand)))[-len(c)]   # hottest first
+    # sampler-based hotness: every sampled node counted once per batch
+    s = NeighborSampler([3, 2])
+    h = hotness_from_sampler(g, s, np.arange(0, n, 7), batch_size=64, batches=3, rng=1)
+    assert h.shape == (n,) and h.sum() > 0
+    # writing drops the cache
+    feat.disable_cache()
+    ids2 = np.arange(min(n, 300))
+    loaders = [DistNodeDataLoader(g, ids2, s, batch_size=50, seed=3, mode="inline", cache_bytes=cb)
+               for cb in (0, 100 * row_bytes)]
+    for a, b in zip(*loaders):
+        assert torch.equal(a.x, b.x) and torch.equal(a.n_id, b.n_id)
+    g.barrier()
+    ctx.finalize()
