@@ -185,3 +185,23 @@ def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
     assert res.returncode != 0 and "cannot be created or written" in res.stderr
     res = _train(mpirun, cfg, tmp_path / "r2", "--train-mask", "one_mask")
     assert res.returncode != 0 and "1 training nodes (one_mask) for 2 trainers" in res.stderr
+
+
+@pytest.mark.timeout(400)
+def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
+    """Server-client layout: 2 nodes of [server, sampler] hold the partitions and
+    produce the batches, a third node holds both trainers; the same script, no code
+    change, and - batches being a function of the settings only - bitwise the same
+    model as the co-located layout (so the same accuracy)."""
+    _, cfg = small
+    common = ["--epochs", "2", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--progress", "off"]
+    here = _train(mpirun, cfg, tmp_path / "co", *common)
+    assert here.returncode == 0, here.stdout + here.stderr
+    args = [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "sep"), "--layout",
+            "server_nodes=2,servers=1,samplers=1,trainers=2", "--ranks-per-node", "2", *common]
+    sep = mpirun(6, args, timeout=300)
+    assert sep.returncode == 0, sep.stdout + sep.stderr
+    assert "loader mode samplers" in sep.stdout
+    a, b = torch.load(tmp_path / "co" / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert _final(here.stdout)["test_acc"] == _final(sep.stdout)["test_acc"]
