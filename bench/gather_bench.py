@@ -23,7 +23,7 @@ import torch
 import hpcgnn
 import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI, library_version
-from hpcgnn.comm import windows
+from hpcgnn.comm import datatypes
 from hpcgnn.comm.windows import RowStore
 
 
@@ -65,7 +65,7 @@ def main():
         result = {"bench": "gather", "rows_total": n, "dim": d, "dtype": "float32", "threads": 1,
                   "mpi": library_version(), "shm_scope": os.environ.get("HPCGNN_SHM_SCOPE", "host"),
                   "routes": {str(k): v for k, v in st.routes().items()},
-                  "datatype_builder": "ext" if windows._ext_hindexed_blocks is not None else "mpi4py",
+                  "datatype_builder": "ext" if datatypes._ext_hindexed_blocks is not None else "mpi4py",
                   "sizes": {}}
         for m in (int(s) for s in args.sizes.split(",")):
             # fresh ids every repeat (as mini-batches are): nothing stays cache-hot

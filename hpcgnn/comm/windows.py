@@ -52,12 +52,14 @@ import numpy as np
 from ..errors import InputError
 from . import rowstore as rs
 from .agree import agreed
+from .datatypes import ALIGN as _ALIGN
+from .datatypes import MAX_OP_BYTES, MPI_OPS as _MPI_OPS
+from .datatypes import blocks_type as _blocks_type
+from .datatypes import default_owners as _default_owners
+from .datatypes import element_type as _element_type
+from .datatypes import op_name as _op_name
 from .mpi import MPI, serialized
 
-try:  # compiled datatype builder (ext/gather.pxi); mpi4py's builder is the fallback
-    from .._ext import hindexed_blocks as _ext_hindexed_blocks
-except ImportError:  # pragma: no cover - depends on the build
-    _ext_hindexed_blocks = None
 try:  # compiled row gathers with software prefetch (ext/src/gather_rows.c)
     from .._ext import gather_rows as _ext_gather_rows
 except ImportError:  # pragma: no cover - depends on the build
@@ -74,31 +76,6 @@ except ImportError:  # pragma: no cover - torch is a dependency of the training 
 
 DIRECT, SHM, WORLD = 0, 1, 2
 ROUTE_NAMES = {DIRECT: "direct", SHM: "shm-rma", WORLD: "rma"}
-
-_MPI_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "replace": MPI.REPLACE}
-_ALIGN = 64
-#: Largest number of bytes one MPI operation moves (counts are C ``int``).
-MAX_OP_BYTES = (1 << 31) - (1 << 20)
-
-
-def _op_name(op) -> str:
-    if isinstance(op, str) and op.lower() in _MPI_OPS:
-        return op.lower()
-    for k, v in _MPI_OPS.items():
-        if op == v:
-            return k
-    raise InputError(f"accumulate: op must be one of {rs.OPS} (or MPI.SUM/MAX/MIN/REPLACE), got {op!r}")
-
-
-def _element_type(dtype: np.dtype):
-    """``(MPI type of one element, True)`` or ``(MPI.BYTE, False)`` when MPI has none."""
-    from mpi4py.util import dtlib
-
-    try:
-        return dtlib.from_numpy_dtype(dtype), True
-    except Exception:  # noqa: BLE001 - e.g. float16: rows are moved as bytes
-        return MPI.BYTE.Dup(), False
-
 
 def _as_torch_dtype_ok(dtype: np.dtype) -> bool:
     if torch is None:
@@ -555,25 +532,6 @@ class RowStore:
     def _need_mpi_type(self, what):
         if not self._has_mpi_type:
             raise InputError(f"{self._where}: {what} needs a dtype MPI can reduce; {self.dtype} has none")
-
-
-def _blocks_type(old, blocklength: int, byte_disps: np.ndarray):
-    """A committed datatype: ``blocklength`` x ``old`` at each byte displacement."""
-    disps = np.ascontiguousarray(byte_disps, dtype=np.int64)
-    if _ext_hindexed_blocks is not None:
-        return _ext_hindexed_blocks(old, blocklength, disps)
-    return old.Create_hindexed_block(blocklength, disps).Commit()
-
-
-def _default_owners(ctx, nranges: int, name: str) -> list[int]:
-    servers = ctx.ranks_of("server")
-    if nranges == len(servers):
-        return servers
-    firsts = [ctx.ranks_of("server", node=n)[:1] for n in range(ctx.num_nodes)]
-    if nranges == ctx.num_nodes and all(firsts):
-        return [f[0] for f in firsts]
-    raise InputError(f"RowStore {name!r}: {nranges} row range(s) but {len(servers)} server(s) on "
-                     f"{ctx.num_nodes} node(s); pass owners=")
 
 
 __all__ = ["RowStore"]

@@ -1,0 +1,57 @@
+"""MPI datatypes and reduction operations for one-sided row transfers
+(:mod:`hpcgnn.comm.windows`), and who owns a table's row ranges by default."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from . import rowstore as rs
+from .mpi import MPI
+
+try:  # compiled datatype builder (ext/gather.pxi); mpi4py's builder is the fallback
+    from .._ext import hindexed_blocks as _ext_hindexed_blocks
+except ImportError:  # pragma: no cover - depends on the build
+    _ext_hindexed_blocks = None
+
+MPI_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "replace": MPI.REPLACE}
+ALIGN = 64
+#: Largest number of bytes one MPI operation moves (counts are C ``int``).
+MAX_OP_BYTES = (1 << 31) - (1 << 20)
+
+
+def op_name(op) -> str:
+    if isinstance(op, str) and op.lower() in MPI_OPS:
+        return op.lower()
+    for k, v in MPI_OPS.items():
+        if op == v:
+            return k
+    raise InputError(f"accumulate: op must be one of {rs.OPS} (or MPI.SUM/MAX/MIN/REPLACE), got {op!r}")
+
+
+def element_type(dtype: np.dtype):
+    """``(MPI type of one element, True)`` or ``(MPI.BYTE, False)`` when MPI has none."""
+    from mpi4py.util import dtlib
+
+    try:
+        return dtlib.from_numpy_dtype(dtype), True
+    except Exception:  # noqa: BLE001 - e.g. float16: rows are moved as bytes
+        return MPI.BYTE.Dup(), False
+
+
+def blocks_type(old, blocklength: int, byte_disps: np.ndarray):
+    """A committed datatype: ``blocklength`` x ``old`` at each byte displacement."""
+    disps = np.ascontiguousarray(byte_disps, dtype=np.int64)
+    if _ext_hindexed_blocks is not None:
+        return _ext_hindexed_blocks(old, blocklength, disps)
+    return old.Create_hindexed_block(blocklength, disps).Commit()
+
+
+def default_owners(ctx, nranges: int, name: str) -> list[int]:
+    servers = ctx.ranks_of("server")
+    if nranges == len(servers):
+        return servers
+    firsts = [ctx.ranks_of("server", node=n)[:1] for n in range(ctx.num_nodes)]
+    if nranges == ctx.num_nodes and all(firsts):
+        return [f[0] for f in firsts]
+    raise InputError(f"RowStore {name!r}: {nranges} row range(s) but {len(servers)} server(s) on "
+                     f"{ctx.num_nodes} node(s); pass owners=")
