@@ -74,9 +74,9 @@ def _closest(key: str, known) -> str:
     return f" (did you mean {m[0]!r}?)" if m else ""
 
 
-def _coerce(name: str, value, where: str):
-    f = {f.name: f for f in dataclasses.fields(TrainConfig)}[name]
-    default = TrainConfig().__getattribute__(name)
+def _coerce(cls, name: str, value, where: str):
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    default = getattr(cls(), name)
     try:
         if name == "fanouts":
             if isinstance(value, str):
@@ -106,34 +106,36 @@ def _coerce(name: str, value, where: str):
                             else "")) from None
 
 
-def from_mapping(data: dict, where: str, base: TrainConfig | None = None) -> TrainConfig:
-    cfg = dataclasses.replace(base) if base is not None else TrainConfig()
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
+def from_mapping(data: dict, where: str, base=None, cls=TrainConfig):
+    """Settings ``data`` (TOML table or flags) over ``base`` (default: ``cls()``)."""
+    cfg = dataclasses.replace(base) if base is not None else cls()
+    known = {f.name for f in dataclasses.fields(cls)}
     for key, value in data.items():
         name = key.replace("-", "_")
         if name not in known:
             raise InputError(f"{where}: unknown setting {key!r}{_closest(name, known)}")
-        setattr(cfg, name, _coerce(name, value, where))
+        setattr(cfg, name, _coerce(cls, name, value, where))
     return cfg
 
 
-def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
-    """``[--config FILE.toml] [--key value ...]`` -> a checked :class:`TrainConfig`."""
-    p = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description="Train GraphSAGE on a partitioned graph "
-                                "(run under mpirun/srun; see docs/training.md).")
+def parse_settings(cls, help_text: dict, argv, prog: str, description: str):
+    """``[--config FILE.toml] [--key value ...]`` -> a ``cls`` dataclass: defaults <
+    the TOML file < flags; unknown keys and options name the closest one, flags
+    cannot be abbreviated, ``part_config`` is required."""
+    p = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description=description)
     p.add_argument("--config", help="a TOML file of settings (flags override it)")
-    for f in dataclasses.fields(TrainConfig):
+    for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
         if f.name == "resume":
-            p.add_argument(flag, action="store_true", default=None, help=HELP[f.name])
+            p.add_argument(flag, action="store_true", default=None, help=help_text.get(f.name))
         else:
-            p.add_argument(flag, default=None, metavar=f.name.upper(), help=HELP.get(f.name))
+            p.add_argument(flag, default=None, metavar=f.name.upper(), help=help_text.get(f.name))
     ns, unknown = p.parse_known_args(argv)
     if unknown:
-        known = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(TrainConfig)] + ["--config"]
+        known = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(cls)] + ["--config"]
         bad = unknown[0].split("=")[0]
         raise InputError(f"{prog}: unknown option {bad!r}{_closest(bad, known)}")
-    cfg = TrainConfig()
+    cfg = cls()
     if ns.config:
         try:
             with open(ns.config, "rb") as fh:
@@ -142,11 +144,18 @@ def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
             raise InputError(f"{ns.config}: cannot read the config file ({e.strerror})") from None
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"{ns.config}: not valid TOML ({e})") from None
-        cfg = from_mapping(data, ns.config, cfg)
+        cfg = from_mapping(data, ns.config, cfg, cls)
     flags = {k: v for k, v in vars(ns).items() if k != "config" and v is not None}
-    cfg = from_mapping(flags, "command line", cfg)
+    cfg = from_mapping(flags, "command line", cfg, cls)
     if not cfg.part_config:
         raise InputError(f"{prog}: part_config is required (--part-config PARTS/NAME.json or in the TOML file)")
+    return cfg
+
+
+def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
+    """``[--config FILE.toml] [--key value ...]`` -> a checked :class:`TrainConfig`."""
+    cfg = parse_settings(TrainConfig, HELP, argv, prog, "Train GraphSAGE on a partitioned graph "
+                         "(run under mpirun/srun; see docs/training.md).")
     if cfg.progress not in ("auto", "on", "off"):
         raise InputError(f"{prog}: progress must be auto, on or off, got {cfg.progress!r}")
     for name in ("epochs", "batch_size", "hidden", "infer_batch_size"):

@@ -2,13 +2,11 @@
 defaults < ``--config FILE.toml`` < flags, unknown keys rejected naming the closest."""
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from .config import _closest
+from .config import from_mapping as _from_mapping
+from .config import parse_settings
 
 @dataclass
 class LinkConfig:
@@ -80,78 +78,15 @@ _CHOICES = {"emb_updates": ("ordered", "concurrent"), "scorer": ("mlp", "dot"),
             "progress": ("auto", "on", "off")}
 
 
-def _coerce(name: str, value, where: str):
-    f = {f.name: f for f in dataclasses.fields(LinkConfig)}[name]
-    default = getattr(LinkConfig(), name)
-    try:
-        if name == "fanouts":
-            if isinstance(value, str):
-                value = [int(v) for v in value.replace(" ", "").split(",") if v]
-            value = [int(v) for v in value]
-            if not value or any(v < -1 or v == 0 for v in value):
-                raise ValueError
-            return value
-        if name == "resume":
-            if isinstance(value, str):
-                return value.lower() in ("1", "true", "yes", "on")
-            return bool(value)
-        if value is None:
-            return None
-        if isinstance(default, int) or name == "ranks_per_node":
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: {name}={value!r} is not a valid {f.type}"
-                         + (" (a list of positive neighbour counts per hop, -1 for all)" if name == "fanouts"
-                            else "")) from None
-
-
 def from_mapping(data: dict, where: str, base: LinkConfig | None = None) -> LinkConfig:
-    cfg = dataclasses.replace(base) if base is not None else LinkConfig()
-    known = {f.name for f in dataclasses.fields(LinkConfig)}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name not in known:
-            raise InputError(f"{where}: unknown setting {key!r}{_closest(name, known)}")
-        setattr(cfg, name, _coerce(name, value, where))
-    return cfg
+    return _from_mapping(data, where, base, LinkConfig)
 
 
 def parse_args(argv=None, prog: str = "link_prediction.py") -> LinkConfig:
     """``[--config FILE.toml] [--key value ...]`` -> a checked :class:`LinkConfig`
     (defaults < TOML file < flags; unknown keys name the closest one)."""
-    p = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description="Link prediction with GraphSAGE and "
-                                "learnable node embeddings on a partitioned graph (run under mpirun/srun).")
-    p.add_argument("--config", help="a TOML file of settings (flags override it)")
-    for f in dataclasses.fields(LinkConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.name == "resume":
-            p.add_argument(flag, action="store_true", default=None, help=HELP[f.name])
-        else:
-            p.add_argument(flag, default=None, metavar=f.name.upper(), help=HELP.get(f.name))
-    ns, unknown = p.parse_known_args(argv)
-    if unknown:
-        known = ["--" + f.name.replace("_", "-") for f in dataclasses.fields(LinkConfig)] + ["--config"]
-        bad = unknown[0].split("=")[0]
-        raise InputError(f"{prog}: unknown option {bad!r}{_closest(bad, known)}")
-    cfg = LinkConfig()
-    if ns.config:
-        try:
-            with open(ns.config, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as e:
-            raise InputError(f"{ns.config}: cannot read the config file ({e.strerror})") from None
-        except tomllib.TOMLDecodeError as e:
-            raise InputError(f"{ns.config}: not valid TOML ({e})") from None
-        cfg = from_mapping(data, ns.config, cfg)
-    flags = {k: v for k, v in vars(ns).items() if k != "config" and v is not None}
-    cfg = from_mapping(flags, "command line", cfg)
-    if not cfg.part_config:
-        raise InputError(f"{prog}: part_config is required (--part-config PARTS/NAME.json or in the TOML file)")
+    cfg = parse_settings(LinkConfig, HELP, argv, prog, "Link prediction with GraphSAGE and learnable node "
+                         "embeddings on a partitioned graph (run under mpirun/srun).")
     for name, allowed in _CHOICES.items():
         if getattr(cfg, name) not in allowed:
             raise InputError(f"{prog}: {name} must be one of {', '.join(allowed)}, got {getattr(cfg, name)!r}")
