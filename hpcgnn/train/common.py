@@ -51,3 +51,49 @@ def set_rng_state(s: dict) -> None:
     torch.set_rng_state(s["torch"])
     np.random.set_state(s["numpy"])
     random.setstate(s["python"])
+
+
+def start(cfg):
+    """Collective over the launch: ``hpcgnn.initialize`` with the settings' layout
+    and graph (servers and samplers serve inside it and never return), torch threads
+    (``cfg.threads``, or the node's cores shared among its ranks), and the graph:
+    ``(ctx, trainer communicator, DistGraph)``."""
+    import os
+
+    import hpcgnn
+    from ..graph import DistGraph
+    from ..partition.config import read_config
+
+    ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
+                            graph_name=cfg.graph_name)
+    torch.set_num_threads(cfg.threads if cfg.threads > 0 else max(1, (os.cpu_count() or 1) // ctx.local_size))
+    name = cfg.graph_name or read_config(cfg.part_config)[0]["graph_name"]
+    return ctx, ctx.trainer_comm, DistGraph(name)
+
+
+def seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def wrap_ddp(ctx, model):
+    """Trainers: ``(DDP model, AllreduceTimer, backend)`` over the trainer ranks."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from ..comm.torch_dist import init_process_group
+
+    backend = init_process_group(ctx)
+    ddp = DistributedDataParallel(model)
+    timer = AllreduceTimer()
+    ddp.register_comm_hook(None, timer.hook)
+    return ddp, timer, backend
+
+
+def newest_checkpoint(tc, run_dir: str):
+    """Collective over the trainers: the newest complete checkpoint path, or None."""
+    from . import checkpoint
+
+    found = checkpoint.complete(run_dir) if tc.Get_rank() == 0 else None
+    found = tc.bcast(found, root=0)
+    return found[-1] if found else None

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 import time
 
@@ -53,19 +52,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import hpcgnn
 from ..comm import signals
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
-from ..comm.torch_dist import init_process_group
 from ..errors import InputError
-from ..graph import DistEmbedding, DistGraph, SparseAdagrad, edge_split
+from ..graph import DistEmbedding, SparseAdagrad, edge_split
 from ..sampling import DistEdgeDataLoader, NeighborSampler
 from ..sampling.negative import Uniform
 from . import checkpoint
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
-from .common import AllreduceTimer as _AllreduceTimer
+from .common import newest_checkpoint, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .common import rng_state as _rng_state
@@ -259,34 +256,21 @@ def _save_table(path: str, t, chunk_rows: int = 1 << 16) -> None:
 def run(cfg: LinkConfig) -> dict | None:
     """Train and evaluate; returns the final metrics on trainers (servers and
     samplers serve inside ``hpcgnn.initialize`` and never return)."""
-    ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
-                            graph_name=cfg.graph_name)
-    tc = ctx.trainer_comm
+    ctx, tc, g = start(cfg)
     me = tc.Get_rank()
-    torch.set_num_threads(cfg.threads if cfg.threads > 0 else max(1, (os.cpu_count() or 1) // ctx.local_size))
-    from ..partition.config import read_config
-
-    name = cfg.graph_name or read_config(cfg.part_config)[0]["graph_name"]
-    g = DistGraph(name)
+    name = g.graph_name
     shares = _check_inputs(cfg, g, tc)
     held = HeldOut(cfg.val_frac, cfg.test_frac, cfg.split_seed)
     feat_dim = int(g.ndata[cfg.feat].shape[1])
 
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    random.seed(cfg.seed)
+    seed_all(cfg.seed)
     model = LinkModel(feat_dim + cfg.emb_dim, cfg.hidden, cfg.num_layers, cfg.dropout, cfg.scorer)
     init_rng = np.random.default_rng([cfg.seed, 0xE3B, me])
     emb = DistEmbedding(g.num_nodes(), cfg.emb_dim, name="link_prediction_node_emb",
                         init_func=lambda shape, dtype: (0.1 * init_rng.standard_normal(shape)).astype(np.float32),
                         ctx=ctx)
     sparse = SparseAdagrad([emb], lr=cfg.emb_lr)
-    backend = init_process_group(ctx)
-    from torch.nn.parallel import DistributedDataParallel
-
-    ddp = DistributedDataParallel(model)
-    timer = _AllreduceTimer()
-    ddp.register_comm_hook(None, timer.hook)
+    ddp, timer, backend = wrap_ddp(ctx, model)
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     sampler = NeighborSampler(cfg.fanouts)
     train_loader = DistEdgeDataLoader(g, shares["train"], sampler, cfg.batch_size, shuffle=True, drop_last=False,
@@ -303,16 +287,15 @@ def run(cfg: LinkConfig) -> dict | None:
     step, start_epoch = 0, 0
     resumed_from = None
     if cfg.resume:
-        found = checkpoint.complete(cfg.run_dir) if me == 0 else None
-        found = tc.bcast(found, root=0)
+        found = newest_checkpoint(tc, cfg.run_dir)
         if found:
-            step, rep, own = checkpoint.load(tc, found[-1], meta, tensors=tensors)
+            step, rep, own = checkpoint.load(tc, found, meta, tensors=tensors)
             model.load_state_dict(rep["model"])
             opt.load_state_dict(rep["optimizer"])
             _set_rng_state(own["rng"])
             train_loader.load_state_dict(own["loader"])
             start_epoch = train_loader.state_dict()["epoch"]
-            resumed_from = found[-1]
+            resumed_from = found
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
     n_sets = _allsum(tc, [len(shares[k]) for k in ("train", "val", "test")])
     if me == 0:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 import time
 
@@ -28,16 +27,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import hpcgnn
 from ..comm import signals
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
-from ..comm.torch_dist import init_process_group
 from ..errors import InputError
-from ..graph import DistGraph, node_split
+from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from . import checkpoint
-from .common import AllreduceTimer as _AllreduceTimer
+from .common import newest_checkpoint, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .common import rng_state as _rng_state
@@ -104,29 +101,16 @@ def _sampled_accuracy(model, loader, label_slice=True) -> tuple[int, int]:
 def run(cfg: TrainConfig) -> dict | None:
     """Train and evaluate; returns the final metrics on trainers (servers and
     samplers serve inside ``hpcgnn.initialize`` and never return)."""
-    ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
-                            graph_name=cfg.graph_name)
-    tc = ctx.trainer_comm
+    ctx, tc, g = start(cfg)
     me = tc.Get_rank()
-    torch.set_num_threads(cfg.threads if cfg.threads > 0 else max(1, (os.cpu_count() or 1) // ctx.local_size))
-    from ..partition.config import read_config
-
-    name = cfg.graph_name or read_config(cfg.part_config)[0]["graph_name"]
-    g = DistGraph(name)
+    name = g.graph_name
     train_ids, val_ids, test_ids = _check_inputs(cfg, g, tc)
     num_classes = _num_classes(g, cfg, tc)
     in_dim = int(g.ndata[cfg.feat].shape[1])
 
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    random.seed(cfg.seed)
+    seed_all(cfg.seed)
     model = SAGE(in_dim, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
-    backend = init_process_group(ctx)
-    from torch.nn.parallel import DistributedDataParallel
-
-    ddp = DistributedDataParallel(model)
-    timer = _AllreduceTimer()
-    ddp.register_comm_hook(None, timer.hook)
+    ddp, timer, backend = wrap_ddp(ctx, model)
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     sampler = NeighborSampler(cfg.fanouts)
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
@@ -144,16 +128,15 @@ def run(cfg: TrainConfig) -> dict | None:
     step, start_epoch = 0, 0
     resumed_from = None
     if cfg.resume:
-        found = checkpoint.complete(cfg.run_dir) if me == 0 else None
-        found = tc.bcast(found, root=0)
+        found = newest_checkpoint(tc, cfg.run_dir)
         if found:
-            step, rep, own = checkpoint.load(tc, found[-1], meta)
+            step, rep, own = checkpoint.load(tc, found, meta)
             model.load_state_dict(rep["model"])
             opt.load_state_dict(rep["optimizer"])
             _set_rng_state(own["rng"])
             train_loader.load_state_dict(own["loader"])
             start_epoch = train_loader.state_dict()["epoch"]
-            resumed_from = found[-1]
+            resumed_from = found
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
     if me == 0:
         print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "
