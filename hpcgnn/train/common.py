@@ -97,3 +97,19 @@ def newest_checkpoint(tc, run_dir: str):
     found = checkpoint.complete(run_dir) if tc.Get_rank() == 0 else None
     found = tc.bcast(found, root=0)
     return found[-1] if found else None
+
+
+def check_run_dir(run_dir: str) -> None:
+    """Create ``run_dir`` and check that it takes a file (InputError otherwise)."""
+    import os
+
+    from ..errors import InputError
+
+    probe = os.path.join(run_dir, ".write-test")
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        with open(probe, "w") as fh:
+            fh.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise InputError(f"run_dir {run_dir!r} cannot be created or written ({e.strerror})") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from .config import HELP as _BASE_HELP
 from .config import from_mapping as _from_mapping
 from .config import parse_settings
 
@@ -47,32 +48,23 @@ class LinkConfig:
         return len(self.fanouts)
 
 
-HELP = {
-    "part_config": "the partitioned graph's JSON (from hpcgnn partition)",
-    "graph_name": "graph name (default: the one in part_config)",
-    "layout": "roles per node, e.g. servers=1,samplers=1,trainers=1",
-    "ranks_per_node": "ranks per (virtual) node; default: real hosts",
-    "feat": "node feature (input = this feature concatenated with the learnable embedding)",
-    "fanouts": "neighbours per hop, seeds first, e.g. 10,5",
-    "emb_dim": "dimension of the learnable per-node embedding (DistEmbedding)",
-    "emb_lr": "SparseAdagrad learning rate of the embedding",
-    "emb_updates": "concurrent (one barrier per step) or ordered (trainers update the embeddings "
-                   "in turn: bitwise reproducible, T barriers per step)",
-    "num_negs": "negative pairs per training edge (Uniform(k))",
-    "scorer": "edge scorer: mlp (MLP of h_u*h_v) or dot (h_u . h_v)",
-    "val_frac": "fraction of edges held out for validation (by a hash of the edge id)",
-    "test_frac": "fraction of edges held out for the test",
-    "split_seed": "seed of the held-out edge hash and of the evaluation negatives",
-    "eval_negatives": "random negative destinations each held-out edge is ranked against",
-    "hits_k": "K of hits@K",
-    "eval_batch_size": "held-out edges per evaluation batch",
-    "eval_every": "validation MRR every N epochs (0: never)",
-    "threads": "torch threads per trainer (0: cores of the node / ranks on it)",
-    "checkpoint_every": "checkpoint every N optimizer steps (0: only on a stop signal)",
-    "resume": "continue from the newest complete checkpoint in run_dir",
-    "max_steps": "stop (checkpoint and exit) after N optimizer steps in total (0: no limit)",
-    "progress": "progress bar on trainer 0: auto (when stderr is a terminal), on, off",
-}
+HELP = {**_BASE_HELP, **{
+    'feat': 'node feature (input = this feature concatenated with the learnable embedding)',
+    'fanouts': 'neighbours per hop, seeds first, e.g. 10,5',
+    'emb_dim': 'dimension of the learnable per-node embedding (DistEmbedding)',
+    'emb_lr': 'SparseAdagrad learning rate of the embedding',
+    'emb_updates': ('concurrent (one barrier per step) or ordered (trainers update the embeddings in turn: '
+                    'bitwise reproducible, T barriers per step)'),
+    'num_negs': 'negative pairs per training edge (Uniform(k))',
+    'scorer': 'edge scorer: mlp (MLP of h_u*h_v) or dot (h_u . h_v)',
+    'val_frac': 'fraction of edges held out for validation (by a hash of the edge id)',
+    'test_frac': 'fraction of edges held out for the test',
+    'split_seed': 'seed of the held-out edge hash and of the evaluation negatives',
+    'eval_negatives': 'random negative destinations each held-out edge is ranked against',
+    'hits_k': 'K of hits@K',
+    'eval_batch_size': 'held-out edges per evaluation batch',
+    'eval_every': 'validation MRR every N epochs (0: never)',
+}}
 
 _CHOICES = {"emb_updates": ("ordered", "concurrent"), "scorer": ("mlp", "dot"),
             "progress": ("auto", "on", "off")}

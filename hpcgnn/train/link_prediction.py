@@ -62,7 +62,7 @@ from ..sampling.negative import Uniform
 from . import checkpoint
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
-from .common import newest_checkpoint, seed_all, start, wrap_ddp
+from .common import check_run_dir, newest_checkpoint, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .common import rng_state as _rng_state
@@ -203,14 +203,7 @@ def _check_inputs(cfg: LinkConfig, g, tc) -> dict[str, np.ndarray]:
             raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node feature {cfg.feat!r} "
                              f"(setting feat); it has {sorted(g.ndata)}")
         if tc.Get_rank() == 0:
-            probe = os.path.join(cfg.run_dir, ".write-test")
-            try:
-                os.makedirs(cfg.run_dir, exist_ok=True)
-                with open(probe, "w") as fh:
-                    fh.write("ok")
-                os.remove(probe)
-            except OSError as e:
-                raise InputError(f"run_dir {cfg.run_dir!r} cannot be created or written ({e.strerror})") from None
+            check_run_dir(cfg.run_dir)
     held = HeldOut(cfg.val_frac, cfg.test_frac, cfg.split_seed)
     masks = held.masks(g.num_edges())
     book = g.get_partition_book()

@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from . import checkpoint
-from .common import newest_checkpoint, seed_all, start, wrap_ddp
+from .common import check_run_dir, newest_checkpoint, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .common import rng_state as _rng_state
@@ -54,14 +54,7 @@ def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
                 raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node feature {name!r} "
                                  f"(setting {key}); it has {sorted(g.ndata)}")
         if tc.Get_rank() == 0:
-            probe = os.path.join(cfg.run_dir, ".write-test")
-            try:
-                os.makedirs(cfg.run_dir, exist_ok=True)
-                with open(probe, "w") as fh:
-                    fh.write("ok")
-                os.remove(probe)
-            except OSError as e:
-                raise InputError(f"run_dir {cfg.run_dir!r} cannot be created or written ({e.strerror})") from None
+            check_run_dir(cfg.run_dir)
     book = g.get_partition_book()
     masks = {}
     with agreed(tc):
