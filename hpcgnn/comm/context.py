@@ -105,10 +105,14 @@ class Context:
         self._resources.append(resource)
         return resource
 
-    def on_finalize(self, fn) -> None:
+    def on_finalize(self, fn, first: bool = False) -> None:
         """Run ``fn()`` at the start of :meth:`finalize`, before the world barrier
-        (e.g. trainers releasing the servers from their command loop)."""
-        self._finalize_hooks.append(fn)
+        (e.g. trainers releasing the servers from their command loop), in the order
+        registered, or before all others registered so far with ``first=True``."""
+        if first:
+            self._finalize_hooks.insert(0, fn)
+        else:
+            self._finalize_hooks.append(fn)
 
     def finalize(self) -> None:
         """Collective over the world: free tracked resources, then communicators."""

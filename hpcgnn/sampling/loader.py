@@ -155,6 +155,10 @@ class _Loader:
         self.position = (0, 0)
         self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0}
         self._remote = None
+        self._source = None
+        # an epoch left unfinished (an iterator neither exhausted nor closed) is closed
+        # before the launch ends: its thread stopped, its sampler streams drained
+        ctx.on_finalize(self._close_source, first=True)     # before the samplers are released
         if tcomm.allreduce(int(mode == "samplers"), op=MPI.SUM) not in (0, tcomm.Get_size()):
             raise InputError(f"{what}: some trainers use sampler ranks and others do not")
         if mode == "samplers":
@@ -190,12 +194,14 @@ class _Loader:
         self._epoch, self._start = epoch + 1, 0
         self.position = (epoch, start)
         self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0, "sample_s": 0.0, "fetch_s": 0.0}
+        self._close_source()                  # one epoch at a time per loader
         if self.mode == "samplers":
             source = self._remote.epoch(epoch, start, self.plan.steps)
         elif self.mode == "thread":
             source = _Prefetcher(self._producer(epoch, start), self.prefetch)
         else:
             source = _Inline(self._producer(epoch, start))
+        self._source = source
         try:
             for step in range(start, self.plan.steps):
                 t0 = time.perf_counter()
@@ -210,6 +216,13 @@ class _Loader:
             self.position = (epoch + 1, 0)
         finally:
             source.close()
+            if self._source is source:
+                self._source = None
+
+    def _close_source(self) -> None:
+        src, self._source = self._source, None
+        if src is not None:
+            src.close()
 
     def _producer(self, epoch: int, start: int):
         task, g = self.task, self.g

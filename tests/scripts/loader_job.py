@@ -1,7 +1,9 @@
 """A served launch with sampler ranks feeding DistNodeDataLoader (used by
 tests/test_loader.py).  argv: part_config layout ranks_per_node mode
 (mode "ok": two epochs, print one line per trainer; "die": the sampler's
-NeighborSampler raises on sampler ranks, so the job must end, not hang)."""
+NeighborSampler raises on sampler ranks, so the job must end, not hang;
+"unfinished": take two batches and end the script with the epoch neither exhausted
+nor closed, so finalize must stop the samplers' stream itself)."""
 import sys
 
 import numpy as np
@@ -26,6 +28,13 @@ g = DistGraph("g")
 nids = node_split(np.ones(g.num_nodes(), bool), g.get_partition_book())
 sampler = (DyingSampler if mode == "die" else NeighborSampler)([4, 2])
 loader = DistNodeDataLoader(g, nids, sampler, batch_size=64, shuffle=True, seed=1)
+if mode == "unfinished":
+    it = iter(loader)
+    next(it)
+    next(it)
+    keep = it                         # still referenced when the script ends
+    print(f"trainer {ctx.rank}: left an epoch unfinished", flush=True)
+    sys.exit(0)
 seen = 0
 for epoch in range(2):
     for b in loader:
