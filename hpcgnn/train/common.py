@@ -44,13 +44,18 @@ class AllreduceTimer:
 
 
 def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(s: dict) -> None:
     torch.set_rng_state(s["torch"])
     np.random.set_state(s["numpy"])
     random.setstate(s["python"])
+    if "cuda" in s and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
 
 
 def start(cfg):
@@ -77,14 +82,37 @@ def seed_all(seed: int) -> None:
     random.seed(seed)
 
 
-def wrap_ddp(ctx, model):
-    """Trainers: ``(DDP model, AllreduceTimer, backend)`` over the trainer ranks."""
+def pick_device(setting: str, ctx):
+    """``auto``: this trainer's GPU when CUDA is available (trainers of a node take
+    the node's GPUs in turn), else the CPU; ``cpu``; ``cuda`` (an error without)."""
+    from ..errors import InputError
+
+    if setting not in ("auto", "cpu", "cuda"):
+        raise InputError(f"device must be auto, cpu or cuda, got {setting!r}")
+    if setting == "cpu" or (setting == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise InputError(f"device=cuda but rank {ctx.rank} sees no CUDA device")
+    local = ctx.node_role_comm.Get_rank() if ctx.node_role_comm is not None else 0
+    return torch.device("cuda", local % torch.cuda.device_count())
+
+
+def wrap_ddp(ctx, model, device=None):
+    """Trainers: ``(DDP model, AllreduceTimer, backend)`` over the trainer ranks; the
+    model moves to ``device`` (NCCL between GPUs, gloo between CPUs)."""
     from torch.nn.parallel import DistributedDataParallel
 
     from ..comm.torch_dist import init_process_group
 
-    backend = init_process_group(ctx)
-    ddp = DistributedDataParallel(model)
+    device = device or torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        model.to(device)
+        backend = init_process_group(ctx, "nccl")
+        ddp = DistributedDataParallel(model, device_ids=[device.index])
+    else:
+        backend = init_process_group(ctx, "gloo")
+        ddp = DistributedDataParallel(model)
     timer = AllreduceTimer()
     ddp.register_comm_hook(None, timer.hook)
     return ddp, timer, backend

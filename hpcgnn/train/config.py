@@ -36,6 +36,7 @@ class TrainConfig:
     lr: float = 0.003
     seed: int = 0
     prefetch: int = 2
+    device: str = "auto"
     cache_bytes: int = 0
     threads: int = 0
     infer_batch_size: int = 4096
@@ -58,6 +59,7 @@ HELP = {
     "layout": "roles per node, e.g. servers=1,samplers=1,trainers=1",
     "ranks_per_node": "ranks per (virtual) node; default: real hosts",
     "fanouts": "neighbours per hop, seeds first, e.g. 25,10",
+    "device": "auto (a GPU per trainer when CUDA is available, else CPU), cpu or cuda",
     "cache_bytes": "cache the features of the hottest remote nodes, up to this many bytes per process",
     "threads": "torch threads per trainer (0: cores of the node / ranks on it)",
     "eval_every": "validation accuracy every N epochs (0: never)",

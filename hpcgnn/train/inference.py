@@ -17,10 +17,10 @@ from ..sampling import NeighborSampler
 
 
 @torch.no_grad()
-def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, progress=None):
+def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, progress=None, device=None):
     """Collective over the trainers: the model's output for every node, as a
     ``(num_nodes, out_dim)`` float32 :class:`DistTensor` (``progress``: an optional
-    callable ``(layer, done, total)``)."""
+    callable ``(layer, done, total)``; ``device``: where the model is, default CPU)."""
     was_training = model.training
     model.eval()
     n = g.num_nodes()
@@ -34,8 +34,12 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
             seeds = mine[lo:lo + batch_size]
             b = full.sample(g, seeds, rng=0)
             x = torch.as_tensor(x_in[b.n_id]).float()
-            h = model.layer(i, x, b.edge_index, num_dst=len(seeds))
-            out[seeds] = h.numpy()
+            if device is not None:
+                x, ei = x.to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True)
+            else:
+                ei = b.edge_index
+            h = model.layer(i, x, ei, num_dst=len(seeds))
+            out[seeds] = h.cpu().numpy()
             if progress is not None:
                 progress(i, min(lo + batch_size, len(mine)), len(mine))
         out.barrier()                       # every row of layer i written before anyone reads it

@@ -263,7 +263,7 @@ def run(cfg: LinkConfig) -> dict | None:
                         init_func=lambda shape, dtype: (0.1 * init_rng.standard_normal(shape)).astype(np.float32),
                         ctx=ctx)
     sparse = SparseAdagrad([emb], lr=cfg.emb_lr)
-    ddp, timer, backend = wrap_ddp(ctx, model)
+    ddp, timer, backend = wrap_ddp(ctx, model, torch.device("cpu"))   # CPU only (the GPU path: node classification)
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     sampler = NeighborSampler(cfg.fanouts)
     train_loader = DistEdgeDataLoader(g, shares["train"], sampler, cfg.batch_size, shuffle=True, drop_last=False,

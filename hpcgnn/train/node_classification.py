@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from . import checkpoint
-from .common import check_run_dir, newest_checkpoint, seed_all, start, wrap_ddp
+from .common import check_run_dir, newest_checkpoint, pick_device, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .common import rng_state as _rng_state
@@ -80,12 +80,13 @@ def _num_classes(g, cfg, tc) -> int:
 
 
 @torch.no_grad()
-def _sampled_accuracy(model, loader, label_slice=True) -> tuple[int, int]:
+def _sampled_accuracy(model, loader, device) -> tuple[int, int]:
     model.eval()
     correct = total = 0
     for b in loader:
-        out = model(b.x.float(), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
-        correct += int((out.argmax(1) == b.y[: b.batch_size].long()).sum())
+        out = model(b.x.float().to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True),
+                    b.num_sampled_nodes, b.num_sampled_edges)
+        correct += int((out.argmax(1).cpu() == b.y[: b.batch_size].long()).sum())
         total += b.batch_size
     model.train()
     return correct, total
@@ -103,7 +104,8 @@ def run(cfg: TrainConfig) -> dict | None:
 
     seed_all(cfg.seed)
     model = SAGE(in_dim, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
-    ddp, timer, backend = wrap_ddp(ctx, model)
+    device = pick_device(cfg.device, ctx)
+    ddp, timer, backend = wrap_ddp(ctx, model, device)
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     sampler = NeighborSampler(cfg.fanouts)
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
@@ -157,8 +159,9 @@ def run(cfg: TrainConfig) -> dict | None:
         first_step = train_loader.position[1] if epoch == start_epoch else 0
         for b in train_loader:
             t0 = time.perf_counter()
-            out = ddp(b.x.float(), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
-            y = b.y[: b.batch_size].long()
+            out = ddp(b.x.float().to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True),
+                      b.num_sampled_nodes, b.num_sampled_edges)
+            y = b.y[: b.batch_size].long().to(device, non_blocking=True)
             loss = F.cross_entropy(out, y)
             opt.zero_grad()
             loss.backward()
@@ -192,7 +195,7 @@ def run(cfg: TrainConfig) -> dict | None:
                "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3],
                "sample_s": slow[4], "fetch_s": slow[5]}
         if val_loader is not None and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
-            c, n = _sampled_accuracy(model, val_loader)
+            c, n = _sampled_accuracy(model, val_loader, device)
             c, n = _allsum(tc, [c, n])
             row["val_acc"] = c / max(n, 1)
         if me == 0:
@@ -209,7 +212,7 @@ def run(cfg: TrainConfig) -> dict | None:
         return {"stopped": True, "step": step, "model": model}
 
     t0 = time.perf_counter()
-    logits = layerwise_inference(model, g, cfg.feat, cfg.infer_batch_size)
+    logits = layerwise_inference(model, g, cfg.feat, cfg.infer_batch_size, device=device)
     result = {}
     for key, ids in (("val_acc", val_ids), ("test_acc", test_ids)):
         pred = logits[ids].argmax(1) if len(ids) else torch.zeros(0, dtype=torch.long)
@@ -219,7 +222,7 @@ def run(cfg: TrainConfig) -> dict | None:
     logits.free()
     result["inference_s"] = time.perf_counter() - t0
     if me == 0:
-        torch.save(model.state_dict(), os.path.join(cfg.run_dir, "model.pt"))
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(cfg.run_dir, "model.pt"))
     result["steps"] = step
     log.final(result)
     if me == 0:
