@@ -133,17 +133,15 @@ class _Loader:
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         seed = tcomm.bcast(int(seed), root=0)
-        own = EpochPlan.own_steps(len(ids), int(batch_size), bool(drop_last))
         counts = tcomm.allgather(len(ids))
-        steps = max(EpochPlan.own_steps(c, int(batch_size), bool(drop_last)) for c in counts)
-        with agreed(tcomm):
-            empty = [r for r, c in enumerate(counts) if EpochPlan.own_steps(c, int(batch_size), bool(drop_last)) == 0]
-            if empty and steps > 0:
-                raise InputError(f"{what}: trainer(s) {empty} of {len(counts)} have no full batch of ids "
-                                 f"({[counts[r] for r in empty]} ids, batch_size={batch_size}, "
-                                 f"drop_last={bool(drop_last)}) while others have {steps} steps per epoch; "
-                                 "use fewer trainers or a smaller batch_size")
-        del own
+        own = [EpochPlan.own_steps(c, int(batch_size), bool(drop_last)) for c in counts]
+        steps = max(own)
+        empty = [r for r, k in enumerate(own) if k == 0]
+        if empty and steps > 0:        # the same on every trainer: no agreement needed
+            raise InputError(f"{what}: trainer(s) {empty} of {len(counts)} have no full batch of ids "
+                             f"({[counts[r] for r in empty]} ids, batch_size={batch_size}, "
+                             f"drop_last={bool(drop_last)}) while others have {steps} steps per epoch; "
+                             "use fewer trainers or a smaller batch_size")
         self.plan = EpochPlan(ids, int(batch_size), bool(shuffle), bool(drop_last), seed,
                               tcomm.Get_rank(), steps)
         self.task = make_task(self.plan)

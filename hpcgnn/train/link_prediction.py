@@ -34,7 +34,7 @@ last bits of the embedding rows vary from run to run) followed by one barrier.
 
 Trainer 0 writes ``log.jsonl``, ``metrics.csv``, ``curve.png``, the final ``model.pt``
 (dense ``state_dict``) and ``embedding.npy`` (the whole embedding table) to the run
-directory and prints ``test MRR: 0.XXXX`` and ``test hits@10: 0.XXXX`` last.
+directory and prints ``test MRR:`` and ``test hits@10:`` with 4 decimals last.
 Checkpoints (every ``checkpoint_every`` steps, at ``max_steps``, and on
 SIGUSR1/SIGTERM) hold the dense model and optimizer, the embedding rows and their
 Adagrad state, RNG states and the loader position; ``--resume`` continues from the

@@ -12,9 +12,10 @@ trainers train with DDP (gloo on CPUs, NCCL on GPUs) bootstrapped from MPI:
    report validation and test accuracy.
 
 Trainer 0 writes ``log.jsonl``, ``metrics.csv``, ``curve.png`` and the final
-``model.pt`` (a ``state_dict``) to the run directory and prints ``test accuracy: 0.XXXX`` last.  Checkpoints: every
-``checkpoint_every`` steps, and at the next step after SIGUSR1/SIGTERM (then the
-job exits cleanly with status 0); ``--resume`` continues from the newest one.
+``model.pt`` (a ``state_dict``) to the run directory and prints ``test accuracy:``
+with 4 decimals last.  Checkpoints: every ``checkpoint_every`` steps, and at the
+next step after SIGUSR1/SIGTERM (then the job exits cleanly with status 0);
+``--resume`` continues from the newest one.
 """
 from __future__ import annotations
 
