@@ -46,6 +46,10 @@ def planted_graph(n, avg_deg, nblocks, p_in=0.9, seed=0, loops=True):
     return src.astype(np.int64), dst.astype(np.int64), block
 
 
+ETYPES = [["paper", "cites", "paper"], ["author", "writes", "paper"], ["paper", "rev", "author"],
+          ["author", "knows", "author"]]
+
+
 def write_raw(path, n, src, dst, *, feat_dim=4, seed=0, edge_feat=True, types=False, masks=True,
               name="g", extra_node=None):
     """Write a raw-format file (docs/format-raw.md) with plain h5py; returns the arrays."""
@@ -66,7 +70,8 @@ def write_raw(path, n, src, dst, *, feat_dim=4, seed=0, edge_feat=True, types=Fa
         edata["w"] = rng.random(len(src)).astype(np.float32)
         edata["e2"] = rng.integers(0, 100, (len(src), 2)).astype(np.int32)
     ntype = rng.integers(0, 2, n).astype(np.int16) if types else None
-    etype = rng.integers(0, 3, len(src)).astype(np.int16) if types else None
+    # edge type from the endpoint types: paper->paper 0, author->paper 1, paper->author 2, author->author 3
+    etype = (np.array([[0, 2], [1, 3]])[ntype[src], ntype[dst]]).astype(np.int16) if types else None
     with h5py.File(path, "w") as f:
         f.attrs.update({"format": "hpcgnn-raw", "version": 1, "graph_name": name, "num_nodes": n,
                         "num_edges": len(src), "num_classes": 5})
@@ -78,9 +83,9 @@ def write_raw(path, n, src, dst, *, feat_dim=4, seed=0, edge_feat=True, types=Fa
             f[f"edges/data/{k}"] = v
         if types:
             f["nodes/type"] = ntype
-            f["nodes/type"].attrs["ntypes"] = json.dumps(["paper", "author"])
+            f.attrs["ntypes"] = json.dumps(["paper", "author"])
             f["edges/type"] = etype
-            f["edges/type"].attrs["etypes"] = json.dumps(["cites", "writes", "rev"])
+            f.attrs["etypes"] = json.dumps(ETYPES)
     return {"n": n, "src": np.asarray(src), "dst": np.asarray(dst), "node": data, "edge": edata,
             "node_type": ntype, "edge_type": etype}
 
@@ -106,16 +111,26 @@ def check_partitioned(conf, parts, g, edge_dir="in"):
     """Serial oracle: the partitioned graph is exactly the input graph, relabelled."""
     n, E = g["n"], len(g["src"])
     P = conf["num_parts"]
-    # Ranges contiguous and covering; each node exactly one owner.
-    ranges = np.array(conf["node_map"]["_N"])
-    assert ranges.shape == (P, 2) and ranges[0, 0] == 0 and ranges[-1, 1] == n
-    assert np.all(ranges[1:, 0] == ranges[:-1, 1])
-    eranges = np.array(conf["edge_map"]["_E"])
-    assert eranges[0, 0] == 0 and eranges[-1, 1] == E and np.all(eranges[1:, 0] == eranges[:-1, 1])
+    # Ranges contiguous and covering (per type, partition-major); each node exactly one owner.
+    typed = g["node_type"] is not None
+    for key, total in (("node_map", n), ("edge_map", E)):
+        r = np.array(list(conf[key].values()))                    # [T, P, 2]
+        assert r.shape[1:] == (P, 2)
+        flat = r.transpose(1, 0, 2).reshape(-1, 2)               # partition-major, then type
+        assert flat[0, 0] == 0 and flat[-1, 1] == total and np.all(flat[1:, 0] == flat[:-1, 1]), key
+    if typed:
+        assert list(conf["ntypes"]) == ["paper", "author"]
+        assert list(conf["etypes"]) == [":".join(t) for t in ETYPES]
     new2orig = np.concatenate([pt.orig_nid for pt in parts])
     assert np.array_equal(np.sort(new2orig), np.arange(n)), "every node exactly once"
     for pt in parts:
-        assert np.all(np.diff(pt.orig_nid) > 0), "original order kept inside a partition"
+        nt = g["node_type"][pt.orig_nid] if typed else np.zeros(len(pt.orig_nid), np.int64)
+        assert np.all(np.diff(nt) >= 0), "nodes grouped by type inside a partition"
+        assert np.all(np.diff(pt.orig_nid)[np.diff(nt) == 0] > 0), "original order kept inside a type"
+        if typed:
+            for t, name in enumerate(["paper", "author"]):
+                s0, e0 = conf["node_map"][name][pt.part_id]
+                assert np.all(nt[s0 - pt.node_start:e0 - pt.node_start] == t)
         assert pt.num_inner_nodes == len(pt.orig_nid)
         for k, v in g["node"].items():
             assert np.array_equal(pt.node_feats[k], v[pt.orig_nid]), k
@@ -130,8 +145,13 @@ def check_partitioned(conf, parts, g, edge_dir="in"):
         assert np.array_equal(new2orig[d], g["dst"][pt.orig_eid])
         own = d if edge_dir == "in" else s
         assert np.all((own >= pt.node_start) & (own < pt.node_end))
-        order = np.lexsort((pt.orig_eid, own))
-        assert np.array_equal(order, np.arange(len(order))), "CSR sorted by owner, then original id"
+        et = g["edge_type"][pt.orig_eid] if g["edge_type"] is not None else np.zeros(len(own), np.int64)
+        order = np.lexsort((pt.orig_eid, own, et))
+        assert np.array_equal(order, np.arange(len(order))), "CSR sorted by edge type, owner, original id"
+        if g["edge_type"] is not None:
+            for t, name in enumerate(conf["etypes"]):
+                s0, e0 = conf["edge_map"][name][pt.part_id]
+                assert np.all(et[s0 - pt.edge_start:e0 - pt.edge_start] == t)
         for k, v in g["edge"].items():
             assert np.array_equal(pt.edge_feats[k], v[pt.orig_eid]), k
         if g["edge_type"] is not None:

@@ -126,25 +126,52 @@ class DistGraph:
 
     # -- sizes and types ---------------------------------------------------------
     def num_nodes(self, ntype=None) -> int:
-        return self._t.num_nodes
+        """Nodes of type ``ntype`` (all nodes when None)."""
+        return self._t.num_nodes if ntype is None else self._book.num_nodes_of(ntype)
 
     def num_edges(self, etype=None) -> int:
-        return self._t.num_edges
+        """Edges of type ``etype`` (canonical triple, ``"src:rel:dst"`` or a unique
+        relation name; all edges when None)."""
+        return self._t.num_edges if etype is None else self._book.num_edges_of(etype)
+
+    @property
+    def is_homogeneous(self) -> bool:
+        return self._book.is_homogeneous
+
+    @property
+    def nodes(self):
+        """``g.nodes[ntype].data[name]``: the node data of one type, indexed by
+        per-type ids (DGL's typed view); ``g.nodes[ntype].ids(per_type)`` gives the
+        homogeneous ids."""
+        return _TypeViews(self, "node")
+
+    @property
+    def edges(self):
+        """``g.edges[etype].data[name]``: edge data of one type, per-type ids."""
+        return _TypeViews(self, "edge")
 
     number_of_nodes = num_nodes
     number_of_edges = num_edges
 
     @property
     def ntypes(self) -> list[str]:
-        return [self._book.ntype]
+        return self._book.ntypes
 
     @property
     def etypes(self) -> list[str]:
-        return [self._book.etype]
+        """Relation names (``_E`` for a homogeneous graph), in edge type order."""
+        return [c[1] for c in self._book.canonical_etypes]
 
     @property
     def canonical_etypes(self) -> list[tuple[str, str, str]]:
-        return [(self._book.ntype, self._book.etype, self._book.ntype)]
+        return self._book.canonical_etypes
+
+    def to_canonical_etype(self, etype) -> tuple[str, str, str]:
+        return self._book.canonical_etypes[self._book.etype_id(etype)]
+
+    def node_types_of(self, nids) -> np.ndarray:
+        """Independent: node type index of each homogeneous node id (from the ranges)."""
+        return self._book.map_to_per_ntype(_ids(nids, self._t.num_nodes, "node_types_of"))[0]
 
     @property
     def edge_dir(self) -> str:
@@ -176,8 +203,8 @@ class DistGraph:
         t, p = self._t, self._part_id
         ns, ne = int(t.node_bounds[p]), int(t.node_bounds[p + 1])
         es, ee = int(t.edge_bounds[p]), int(t.edge_bounds[p + 1])
-        csr = t.csr.gather(np.arange(ns, ne)) if ne > ns else np.zeros((0, 2), np.int64)
-        indptr = np.append(csr[:, 0], es if ne == ns else csr[-1, 1]) - es
+        csr = t.csr.gather(np.arange(ns, ne)).reshape(ne - ns, -1, 2) if ne > ns else np.zeros((0, 1, 2), np.int64)
+        indptr = np.append(csr[:, :, 0].T.reshape(-1), ee) - es   # typed: row t * n + i
         return {"part_id": p, "node_range": (ns, ne), "edge_range": (es, ee), "indptr": indptr,
                 "indices": t.indices.gather(np.arange(es, ee))}
 
@@ -187,12 +214,14 @@ class DistGraph:
 
     # -- structure ---------------------------------------------------------------
     def _csr_rows(self, nodes: np.ndarray) -> np.ndarray:
-        return self._t.csr.gather(nodes) if len(nodes) else np.zeros((0, 2), np.int64)
+        """``[n, T, 2]``: the ``[first, end)`` edge ids of each node, per edge type."""
+        T = self._t.num_etypes
+        return self._t.csr.gather(nodes).reshape(len(nodes), T, 2) if len(nodes) else np.zeros((0, T, 2), np.int64)
 
     def _stored_degree(self, v):
         n = _ids(v, self._t.num_nodes, "degrees")
         rows = self._csr_rows(n)
-        return torch.from_numpy(rows[:, 1] - rows[:, 0])
+        return torch.from_numpy((rows[:, :, 1] - rows[:, :, 0]).sum(axis=1))
 
     def _other_degree(self, v):
         n = _ids(v, self._t.num_nodes, "degrees")
@@ -218,8 +247,8 @@ class DistGraph:
     def _stored_subgraph(self, nodes) -> Edges:
         n = _ids(nodes, self._t.num_nodes, "subgraph")
         rows = self._csr_rows(n)
-        eids = expand_ranges(rows[:, 0], rows[:, 1])
-        owner = np.repeat(n, rows[:, 1] - rows[:, 0])
+        eids = expand_ranges(rows[:, :, 0].reshape(-1), rows[:, :, 1].reshape(-1))
+        owner = np.repeat(n, (rows[:, :, 1] - rows[:, :, 0]).sum(axis=1))
         other = self._t.indices.gather(eids) if len(eids) else np.zeros(0, np.int64)
         src, dst = (other, owner) if self.edge_dir == "in" else (owner, other)
         return Edges(torch.from_numpy(src), torch.from_numpy(dst), torch.from_numpy(eids))
@@ -241,6 +270,69 @@ class DistGraph:
     def __repr__(self):
         return (f"DistGraph({self.graph_name!r}, num_nodes={self.num_nodes()}, num_edges={self.num_edges()}, "
                 f"parts={self._t.num_parts}, {'standalone' if self.standalone else 'distributed'})")
+
+
+class _TypedData(dict):
+    """name -> :class:`TypedTensor` of one node or edge type (read-only mapping)."""
+
+    def __setitem__(self, key, value):
+        raise InputError(f"DistGraph typed data: create a DistTensor instead of assigning {key!r}")
+
+
+class TypedTensor:
+    """Rows of a graph tensor for one type, indexed by per-type ids: ``t[ids]``
+    reads, ``t[ids] = v`` writes (through the homogeneous :class:`DistTensor`)."""
+
+    def __init__(self, tensor, to_homo, num: int, name: str):
+        self.tensor, self._to_homo, self._num, self.name = tensor, to_homo, num, name
+
+    @property
+    def shape(self):
+        return (self._num,) + tuple(self.tensor.shape[1:])
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+    def __len__(self):
+        return self._num
+
+    def __getitem__(self, ids):
+        return self.tensor[torch.from_numpy(self._to_homo(_ids(ids, self._num, self.name)))]
+
+    def __setitem__(self, ids, value):
+        self.tensor[torch.from_numpy(self._to_homo(_ids(ids, self._num, self.name)))] = value
+
+    def __repr__(self):
+        return f"TypedTensor({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+class _TypeView:
+    def __init__(self, g, kind: str, tname):
+        book = g._book
+        if kind == "node":
+            book.ntype_id(tname)
+            self.type_name, self.num = tname, book.num_nodes_of(tname)
+            self.ids = lambda per: book.map_to_homo_nid(per, tname)
+            tensors = {k: v for k, v in g.ndata.items() if tname in g._t.config["node_feats"][k].get("ntypes", [tname])}
+        else:
+            t = book.etype_id(tname)
+            self.type_name, self.num = book.etypes[t], book.num_edges_of(tname)
+            self.ids = lambda per: book.map_to_homo_eid(per, tname)
+            tensors = {k: v for k, v in g.edata.items()}
+        self.data = _TypedData({k: TypedTensor(v, self.ids, self.num, f"{kind} {self.type_name}:{k}")
+                                for k, v in tensors.items()})
+
+
+class _TypeViews:
+    def __init__(self, g, kind: str):
+        self._g, self._kind = g, kind
+
+    def __getitem__(self, tname):
+        try:
+            return _TypeView(self._g, self._kind, tname)
+        except ValueError as e:
+            raise InputError(f"DistGraph {self._g.graph_name!r}: {e}") from None
 
 
 def _standalone_context():

@@ -10,16 +10,50 @@ from __future__ import annotations
 import numpy as np
 
 
-def _ranges(d: dict, key: str, where: str) -> tuple[str, np.ndarray]:
-    m = d.get(key)
-    if not isinstance(m, dict) or len(m) != 1:
-        raise ValueError(f"{where}: key '{key}' must map one type name to [[start, end], ...] "
-                         "(heterogeneous partition books come with issue 4)")
-    (tname, rng), = m.items()
-    r = np.asarray(rng, dtype=np.int64).reshape(-1, 2)
-    if len(r) and (r[0, 0] != 0 or np.any(r[1:, 0] != r[:-1, 1]) or np.any(r[:, 1] < r[:, 0])):
-        raise ValueError(f"{where}: key '{key}' ranges are not contiguous from 0: {r.tolist()}")
-    return tname, r
+class _TypedRanges:
+    """Ids of one kind (nodes or edges): bins ``b = p * T + t`` in that order, each
+    one contiguous range; ``starts[b]`` its first id."""
+
+    def __init__(self, config: dict, key: str, types_key: str, where: str) -> None:
+        m = config.get(key)
+        if not isinstance(m, dict) or not m:
+            raise ValueError(f"{where}: key '{key}' must map type names to [[start, end], ...]")
+        order = config.get(types_key)
+        names = sorted(m, key=lambda k: order[k]) if isinstance(order, dict) and set(order) == set(m) \
+            else list(m)
+        try:
+            r = np.stack([np.asarray(m[k], dtype=np.int64).reshape(-1, 2) for k in names], axis=1)  # [P, T, 2]
+        except ValueError as e:
+            raise ValueError(f"{where}: key '{key}' must give [start, end] per partition for every type ({e})") \
+                from e
+        flat = r.reshape(-1, 2)
+        if len(flat) and (flat[0, 0] != 0 or np.any(flat[1:, 0] != flat[:-1, 1])
+                          or np.any(flat[:, 1] < flat[:, 0])):
+            raise ValueError(f"{where}: key '{key}' ranges are not contiguous from 0 (partition-major, then "
+                             f"type): {r.tolist()}")
+        self.names, self.T, self.P = names, len(names), r.shape[0]
+        self.starts = np.append(flat[:, 0], flat[-1, 1] if len(flat) else 0).astype(np.int64)
+        self.counts = r[:, :, 1] - r[:, :, 0]                               # [P, T]
+        self.offsets = np.zeros((self.P + 1, self.T), dtype=np.int64)     # per-type id of each bin's first
+        np.cumsum(self.counts, axis=0, out=self.offsets[1:])
+        self.part_ranges = np.stack([r[:, 0, 0], r[:, -1, 1]], axis=1) if self.P else np.zeros((0, 2), np.int64)
+
+    def type_id(self, name, what: str) -> int:
+        if name not in self.names:
+            raise ValueError(f"unknown {what} type {name!r}; this partition book has {self.names}")
+        return self.names.index(name)
+
+    def to_per_type(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        b = np.searchsorted(self.starts, ids, side="right") - 1
+        t = b % self.T
+        return t, self.offsets[b // self.T, t] + ids - self.starts[b]
+
+    def to_homo(self, ids: np.ndarray, t: int, what: str) -> np.ndarray:
+        total = int(self.offsets[-1, t])
+        if ids.size and (ids.min() < 0 or ids.max() >= total):
+            raise ValueError(f"{what} ids of type {self.names[t]!r} outside [0, {total})")
+        p = np.searchsorted(self.offsets[:, t], ids, side="right") - 1
+        return self.starts[p * self.T + t] + ids - self.offsets[p, t]
 
 
 class RangePartitionBook:
@@ -32,8 +66,9 @@ class RangePartitionBook:
 
     def __init__(self, config: dict, part_id: int) -> None:
         where = f"partition config '{config.get('graph_name', '?')}'"
-        self.ntype, self.node_ranges = _ranges(config, "node_map", where)
-        self.etype, self.edge_ranges = _ranges(config, "edge_map", where)
+        self._n = _TypedRanges(config, "node_map", "ntypes", where)
+        self._e = _TypedRanges(config, "edge_map", "etypes", where)
+        self.node_ranges, self.edge_ranges = self._n.part_ranges, self._e.part_ranges
         num_parts = int(config.get("num_parts", len(self.node_ranges)))
         if len(self.node_ranges) != num_parts or len(self.edge_ranges) != num_parts:
             raise ValueError(f"{where}: node_map/edge_map have {len(self.node_ranges)}/{len(self.edge_ranges)} "
@@ -98,35 +133,68 @@ class RangePartitionBook:
         """Position of each (owned) edge id in partition ``partid``'s edge arrays."""
         return np.asarray(eids, dtype=np.int64) - self.edge_ranges[partid, 0]
 
-    # -- type mapping (homogeneous: one node type, one edge type) -------------------
+    # -- type mapping -----------------------------------------------------------------
     def map_to_per_ntype(self, ids) -> tuple[np.ndarray, np.ndarray]:
-        """``(type ids, per-type ids)`` of homogeneous node ids: with one node type,
-        every type id is 0 and per-type ids are the ids themselves."""
+        """``(type ids, per-type ids)`` of homogeneous node ids.  Per-type ids number
+        the nodes of a type partition by partition (DGL's convention)."""
         ids = np.asarray(ids, dtype=np.int64)
         self._lookup(self._nb, ids, "node")
-        return np.zeros(ids.shape, dtype=np.int64), ids.copy()
+        return self._n.to_per_type(ids)
 
     def map_to_per_etype(self, ids) -> tuple[np.ndarray, np.ndarray]:
         """Edge counterpart of :meth:`map_to_per_ntype`."""
         ids = np.asarray(ids, dtype=np.int64)
         self._lookup(self._eb, ids, "edge")
-        return np.zeros(ids.shape, dtype=np.int64), ids.copy()
+        return self._e.to_per_type(ids)
 
     def map_to_homo_nid(self, ids, ntype: str) -> np.ndarray:
-        """Homogeneous node ids of per-type ids of ``ntype`` (the identity here)."""
-        if ntype != self.ntype:
-            raise ValueError(f"unknown node type {ntype!r}; this partition book has {self.ntypes}")
-        ids = np.asarray(ids, dtype=np.int64)
-        self._lookup(self._nb, ids, "node")
-        return ids.copy()
+        """Homogeneous node ids of per-type ids of ``ntype``."""
+        return self._n.to_homo(np.asarray(ids, dtype=np.int64), self.ntype_id(ntype), "node")
 
-    def map_to_homo_eid(self, ids, etype: str) -> np.ndarray:
-        """Homogeneous edge ids of per-type ids of ``etype`` (the identity here)."""
-        if etype != self.etype:
-            raise ValueError(f"unknown edge type {etype!r}; this partition book has {self.etypes}")
-        ids = np.asarray(ids, dtype=np.int64)
-        self._lookup(self._eb, ids, "edge")
-        return ids.copy()
+    def map_to_homo_eid(self, ids, etype) -> np.ndarray:
+        """Homogeneous edge ids of per-type ids of ``etype`` (see :meth:`etype_id`)."""
+        return self._e.to_homo(np.asarray(ids, dtype=np.int64), self.etype_id(etype), "edge")
+
+    def ntype_id(self, ntype: str) -> int:
+        return self._n.type_id(ntype, "node")
+
+    def etype_id(self, etype) -> int:
+        """Index of an edge type given as canonical triple, ``"src:rel:dst"`` or a
+        relation name that names one type."""
+        if isinstance(etype, (tuple, list)):
+            etype = ":".join(etype)
+        if etype in self._e.names:
+            return self._e.names.index(etype)
+        hits = [i for i, c in enumerate(self.canonical_etypes) if c[1] == etype]
+        if len(hits) == 1:
+            return hits[0]
+        raise ValueError(f"edge type {etype!r} is ambiguous: give the canonical triple" if hits else
+                         f"unknown edge type {etype!r}; this partition book has {self._e.names}")
+
+    def type_ranges(self, ntype: str) -> np.ndarray:
+        """``[P, 2]``: homogeneous ``[start, end)`` of ``ntype`` in every partition."""
+        t, T = self.ntype_id(ntype), self._n.T
+        return np.stack([self._n.starts[t:-1:T], self._n.starts[t + 1::T]], axis=1)
+
+    def etype_ranges(self, etype) -> np.ndarray:
+        """``[P, 2]``: homogeneous edge id ranges of ``etype`` in every partition."""
+        t, T = self.etype_id(etype), self._e.T
+        return np.stack([self._e.starts[t:-1:T], self._e.starts[t + 1::T]], axis=1)
+
+    def num_nodes_of(self, ntype: str) -> int:
+        return int(self._n.offsets[-1, self.ntype_id(ntype)])
+
+    def num_edges_of(self, etype) -> int:
+        return int(self._e.offsets[-1, self.etype_id(etype)])
+
+    @property
+    def node_type_boundaries(self) -> np.ndarray:
+        """``P * T + 1`` boundaries of the (partition, node type) ranges."""
+        return self._n.starts.copy()
+
+    @property
+    def edge_type_boundaries(self) -> np.ndarray:
+        return self._e.starts.copy()
 
     @property
     def node_boundaries(self) -> np.ndarray:
@@ -140,11 +208,24 @@ class RangePartitionBook:
 
     @property
     def ntypes(self) -> list[str]:
-        return [self.ntype]
+        return list(self._n.names)
 
     @property
     def etypes(self) -> list[str]:
-        return [self.etype]
+        """Edge type names: canonical ``"src:rel:dst"`` (``_E`` for an untyped graph)."""
+        return list(self._e.names)
+
+    @property
+    def canonical_etypes(self) -> list[tuple[str, str, str]]:
+        out = []
+        for name in self._e.names:
+            parts = name.split(":")
+            out.append(tuple(parts) if len(parts) == 3 else (self._n.names[0], name, self._n.names[0]))
+        return out
+
+    @property
+    def is_homogeneous(self) -> bool:
+        return self._n.T == 1 and self._e.T == 1
 
     def __repr__(self) -> str:
         return (f"RangePartitionBook(graph={self.graph_name!r}, parts={self.num_partitions()}, "

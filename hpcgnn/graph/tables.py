@@ -9,6 +9,7 @@ first server of node ``p``, or the single process in standalone mode) reads
 table           rows             row
 ==============  ===============  ==========================================
 ``csr``         nodes            ``[first, end)`` global edge ids of the node's stored edges
+                                 (typed graphs: one such pair per edge type)
 ``indices``     edges            the other endpoint of the edge
 ``owner``       edges            the owner endpoint (destination for in-edges)
 ``rev_degree``  nodes            degree in the other direction (out-degree for in-edges)
@@ -53,7 +54,9 @@ class GraphTables:
         def table(what, bounds, row_shape, dtype):
             return RowStore.create(ctx, f"{name}:{what}", bounds, row_shape, dtype, owners=self.owners)
 
-        self.csr = table("csr", nb, (2,), np.int64)
+        # typed graphs: one [first, end) range per edge type (edges are etype-major in a partition)
+        self.num_etypes = len(self.book.etypes)
+        self.csr = table("csr", nb, (2,) if self.num_etypes == 1 else (self.num_etypes, 2), np.int64)
         self.indices = table("indices", eb, (), np.int64)
         self.owner = table("owner", eb, (), np.int64)
         self.rev_degree = table("rev_degree", nb, (), np.int64)
@@ -81,13 +84,14 @@ class GraphTables:
                 es, ee = int(self.edge_bounds[p]), int(self.edge_bounds[p + 1])
                 n, e = ne - ns, ee - es
                 indptr = g["csr/indptr"][:]
-                csr = self.csr.local_rows[nrow0:nrow0 + n]
-                csr[:, 0] = es + indptr[:-1]
-                csr[:, 1] = es + indptr[1:]
+                T = self.num_etypes
+                csr = self.csr.local_rows[nrow0:nrow0 + n].reshape(n, T, 2)
+                csr[:, :, 0] = (es + indptr[:-1]).reshape(T, n).T
+                csr[:, :, 1] = (es + indptr[1:]).reshape(T, n).T
                 if e:
                     g["csr/indices"].read_direct(self.indices.local_rows[erow0:erow0 + e])
                     own = self.owner.local_rows[erow0:erow0 + e]
-                    own[:] = np.repeat(np.arange(ns, ne, dtype=np.int64), np.diff(indptr))
+                    own[:] = np.repeat(np.tile(np.arange(ns, ne, dtype=np.int64), T), np.diff(indptr))
                 for k, st in self.ndata.items():
                     if n:
                         st.local_rows[nrow0:nrow0 + n] = g[f"node/{k}"][:]

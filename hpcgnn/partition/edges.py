@@ -4,8 +4,9 @@ the halo.
 With ``edge_dir="in"`` an edge is stored with its destination ("owner endpoint"),
 with ``"out"`` with its source; the CSR rows are the owner endpoints, the column
 indices the other endpoints (new global ids).  Inside a partition, edges are ordered
-by owner endpoint, then by original edge id, and numbered in that order: edge ``j``
-of partition ``p``'s ``indices`` has global id ``edge_start[p] + j``.
+by edge type (typed graphs), then by owner endpoint, then by original edge id, and
+numbered in that order: edge ``j`` of partition ``p``'s ``indices`` has global id
+``edge_start[p] + j``; each edge type is one contiguous range of a partition.
 """
 from __future__ import annotations
 
@@ -26,31 +27,70 @@ class LocalEdges:
     ``edge_layout``: an :class:`IdLayout` of edge ids; ``eid``: new id of each edge.
     """
 
-    def __init__(self, comm, nodes: IdLayout, own, other, orig_eid, cols: dict) -> None:
+    def __init__(self, comm, nodes: IdLayout, own, other, orig_eid, cols: dict, num_etypes: int = 1,
+                 etype_col: str = "edge_type") -> None:
         names = sorted(cols)
         got = alltoallv(comm, nodes.rank_of(own), own, other, orig_eid, *[cols[n] for n in names])
         own, other, orig_eid = got[0], got[1], got[2]
-        order = _order_by(own, orig_eid)
+        moved = dict(zip(names, got[3:]))
+        del got
+        P, Te, Tn = nodes.nparts, int(num_etypes), nodes.types
+        self.num_etypes, self.per_etype = Te, Te * Tn
+        # bins (partition, edge type, owner's node type): inside a bin, edges follow their
+        # owner's global order, so every rank's slice of a bin is one contiguous run
+        typed = Te * Tn > 1
+        if typed:
+            nbin = owner_of(nodes.bin_start, own)
+            ebin = ((nbin // Tn) * Te + (moved[etype_col].astype(np.int64) if Te > 1 else 0)) * Tn + nbin % Tn
+            del nbin
+            order = _order_by(ebin * max(nodes.total, 1) + own, orig_eid)
+            ebin = ebin[order]
+        else:
+            order = _order_by(own, orig_eid)
         self.own, self.other, self.orig_eid = own[order], other[order], orig_eid[order]
-        self.cols = {n: a[order] for n, a in zip(names, got[3:])}
-        del got, order
-        P = nodes.nparts
-        lo = np.array([nodes.slice_of(p)[0] for p in range(P)], dtype=np.int64)
-        self.seg = np.append(np.searchsorted(self.own, lo, side="left"), len(self.own)).astype(np.int64)
-        self.edge_layout = IdLayout(comm, np.diff(self.seg))
+        self.cols = {n: a[order] for n, a in moved.items()}
+        del moved, order
+        B = P * self.per_etype
+        if typed:
+            self.bseg = np.append(np.searchsorted(ebin, np.arange(B), side="left"), len(self.own)).astype(np.int64)
+            del ebin
+        else:
+            self.bseg = np.append(np.searchsorted(self.own, nodes.start[:P], side="left"),
+                                  len(self.own)).astype(np.int64)
+        self.seg = self.bseg[::self.per_etype].copy()          # partition p: positions seg[p]:seg[p+1]
+        self.edge_layout = IdLayout(comm, np.diff(self.bseg), types=self.per_etype)
         el = self.edge_layout
         self.eid = np.empty(len(self.own), dtype=np.int64)
-        for p in range(P):
-            a, b = self.seg[p], self.seg[p + 1]
-            self.eid[a:b] = el.slice_of(p)[0] + np.arange(b - a)
+        for b in range(B):
+            a, c = self.bseg[b], self.bseg[b + 1]
+            self.eid[a:c] = el.bin_slice(b)[0] + np.arange(c - a)
         self.nodes = nodes
+        self._by_own = None
 
-    def indptr_slice(self, p: int) -> np.ndarray:
-        """This rank's rows of partition ``p``'s ``indptr`` (local offsets, no closing entry)."""
-        lo, hi = self.nodes.slice_of(p)
-        a, b = self.seg[p], self.seg[p + 1]
-        starts = np.searchsorted(self.own[a:b], np.arange(lo, hi), side="left")
-        return starts + self.edge_layout.local_offset(p)
+    def indptr_runs(self, p: int):
+        """This rank's pieces of partition ``p``'s ``indptr`` (``num_etypes * n + 1``
+        entries; row ``t * n + i``: first edge of type ``t`` of inner node ``i``):
+        ``(row, values)`` pairs, local offsets, the closing entry excluded."""
+        nodes, el, Te, Tn = self.nodes, self.edge_layout, self.num_etypes, self.nodes.types
+        n, ps = nodes.part_size(p), int(nodes.start[p])
+        for t in range(Te):
+            for nt in range(Tn):
+                b = (p * Te + t) * Tn + nt
+                lo, hi = nodes.bin_slice(p * Tn + nt)
+                if hi > lo:
+                    own = self.own[self.bseg[b]:self.bseg[b + 1]]
+                    yield t * n + lo - ps, np.searchsorted(own, np.arange(lo, hi), side="left") + el.bin_offset(b)
+
+    def bin_runs(self, p: int):
+        """``(row in partition p's edge arrays, slice of local positions)`` per bin."""
+        for b in range(p * self.per_etype, (p + 1) * self.per_etype):
+            yield self.edge_layout.bin_offset(b), slice(int(self.bseg[b]), int(self.bseg[b + 1]))
+
+    def type_ranges(self, t: int) -> list[list[int]]:
+        """``[[start, end), ...]`` of edge type ``t`` in every partition (global ids)."""
+        Tn, bs = self.nodes.types, self.edge_layout.bin_start
+        return [[int(bs[(p * self.num_etypes + t) * Tn]), int(bs[(p * self.num_etypes + t + 1) * Tn])]
+                for p in range(self.nodes.nparts)]
 
     def part_edges(self, p: int) -> slice:
         return slice(int(self.seg[p]), int(self.seg[p + 1]))
@@ -67,10 +107,17 @@ class LocalEdges:
     def rows(self, ids: np.ndarray):
         """Independent: CSR rows of (locally held) owner endpoints ``ids``:
         (degree of each id, other endpoints, edge ids) concatenated in ``ids`` order."""
-        a = np.searchsorted(self.own, ids, side="left")
-        b = np.searchsorted(self.own, ids, side="right")
+        own = self.own
+        if self.per_etype > 1:      # etype-major storage: look up through an owner order
+            if self._by_own is None:
+                self._by_own = np.argsort(self.own, kind="stable")
+            own = self.own[self._by_own]
+        a = np.searchsorted(own, ids, side="left")
+        b = np.searchsorted(own, ids, side="right")
         deg = (b - a).astype(np.int64)
         pos = np.repeat(a - (np.cumsum(deg) - deg), deg) + np.arange(int(deg.sum()))
+        if self.per_etype > 1:
+            pos = self._by_own[pos]
         return deg, self.other[pos], self.eid[pos]
 
 

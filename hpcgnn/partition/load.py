@@ -54,9 +54,16 @@ class Partition:
     def num_edges(self) -> int:
         return len(self.indices)
 
+    @property
+    def num_etypes(self) -> int:
+        """Edge types of the CSR: ``indptr`` has ``num_etypes * n + 1`` entries (row
+        ``t * n + i``: edges of type ``t`` of inner node ``i``)."""
+        return (len(self.indptr) - 1) // self.num_inner_nodes if self.num_inner_nodes else 1
+
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) of the stored edges, as new global ids, in edge-id order."""
-        own = self.node_start + np.repeat(np.arange(self.num_inner_nodes, dtype=np.int64), np.diff(self.indptr))
+        rows = np.arange(len(self.indptr) - 1, dtype=np.int64) % max(self.num_inner_nodes, 1)
+        own = self.node_start + np.repeat(rows, np.diff(self.indptr))
         return (self.indices, own) if self.edge_dir == "in" else (own, self.indices)
 
 

@@ -33,6 +33,7 @@ from .assign import balance_columns, local_degrees, parmetis_parts, random_parts
 from .edges import Halo, LocalEdges
 from .relabel import IdLayout, assign_new_ids, map_ids
 from .source import RawSource, block
+from .types import GraphTypes
 from .writer import CHECKSUM_ALGORITHM, PartFile, remove_quietly
 
 METHODS = {"parmetis": "parmetis", "metis": "parmetis", "random": "random"}
@@ -180,8 +181,14 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         del weights
 
         # -- relabel, move edges, halo ------------------------------------------------
-        layout = IdLayout(comm, np.bincount(parts, minlength=num_parts))
-        new_ids, order = assign_new_ids(parts, layout)
+        with agreed(comm):
+            types = GraphTypes(src, input_path)
+        bins = parts
+        if types.num_ntypes > 1:          # (partition, node type) bins: types contiguous in a partition
+            with agreed(comm):
+                bins = parts * types.num_ntypes + types.check_nodes(src.read_node_col("node_type"), lo)
+        layout = IdLayout(comm, np.bincount(bins, minlength=num_parts * types.num_ntypes), types=types.num_ntypes)
+        new_ids, order = assign_new_ids(bins, layout)
         ne = len(src_ids)
         new_ends = map_ids(comm, vtxdist, new_ids, np.concatenate([src_ids, dst_ids]))
         new_src, new_dst = new_ends[:ne], new_ends[ne:]
@@ -189,9 +196,13 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         clock.lap("relabel")
         elo, ehi = src.edge_block()
         ecols = {k: src.read_edge_col(k) for k in src.edge_cols}
+        if types.num_etypes > 1:
+            with agreed(comm):
+                types.check_edges(ecols["edge_type"], layout, new_src, new_dst, elo)
         own, other = (new_dst, new_src) if edge_dir == "in" else (new_src, new_dst)
         del new_src, new_dst
-        edges = LocalEdges(comm, layout, own, other, np.arange(elo, ehi, dtype=np.int64), ecols)
+        edges = LocalEdges(comm, layout, own, other, np.arange(elo, ehi, dtype=np.int64), ecols,
+                           num_etypes=types.num_etypes)
         del own, other, ecols
         clock.lap("move_edges")
         halo = Halo(comm, edges, num_hops)
@@ -200,13 +211,14 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
 
         # -- write ----------------------------------------------------------------------
         h5_tmp = cfg.partial_h5_path(out_path, name)
-        checksums, nbytes = _write_h5(comm, h5_tmp, src, layout, parts, order, edges, halo,
+        checksums, nbytes = _write_h5(comm, h5_tmp, src, layout, bins, order, edges, halo,
                                       return_mapping, lo, hi)
         clock.lap("write")
     finally:
         src.close()
 
-    schema_n = {k: {"dtype": str(c.dtype), "shape": list(c.tail)}
+    schema_n = {k: dict({"dtype": str(c.dtype), "shape": list(c.tail)},
+                        **({"ntypes": src.col_ntypes[k]} if src.col_ntypes.get(k) else {}))
                 for k, c in src.node_cols.items() if k != "node_type"}
     schema_e = {k: {"dtype": str(c.dtype), "shape": list(c.tail)}
                 for k, c in src.edge_cols.items() if k != "edge_type"}
@@ -216,10 +228,10 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         "format": cfg.FORMAT, "version": cfg.VERSION,
         "graph_name": name, "num_nodes": int(N), "num_edges": int(src.num_edges), "num_parts": P,
         "h5_file": cfg.h5_name(name),
-        "node_map": {cfg.NTYPE: [[int(layout.start[p]), int(layout.start[p + 1])] for p in range(P)]},
-        "edge_map": {cfg.ETYPE: [[int(edges.edge_layout.start[p]), int(edges.edge_layout.start[p + 1])]
-                                 for p in range(P)]},
-        "ntypes": {cfg.NTYPE: 0}, "etypes": {cfg.ETYPE: 0},
+        "node_map": {t: layout.type_ranges(i) for i, t in enumerate(types.ntype_names)},
+        "edge_map": {t: edges.type_ranges(i) for i, t in enumerate(types.etype_names)},
+        "ntypes": {t: i for i, t in enumerate(types.ntype_names)},
+        "etypes": {t: i for i, t in enumerate(types.etype_names)},
         "raw_node_types": src.ntypes, "raw_edge_types": src.etypes,
         "num_classes": src.num_classes,
         "part_method": method, "coarsen": coarsen if method == "parmetis" else "none",
@@ -252,7 +264,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     return path
 
 
-def _write_h5(comm, h5_path, src, layout, parts, order, edges, halo, return_mapping, lo, hi):
+def _write_h5(comm, h5_path, src, layout, bins, order, edges, halo, return_mapping, lo, hi):
     """Collective: create and fill the HDF5 file; on failure remove it and raise everywhere."""
     rank = comm.Get_rank()
     P = layout.nparts
@@ -262,31 +274,33 @@ def _write_h5(comm, h5_path, src, layout, parts, order, edges, halo, return_mapp
         out = PartFile(comm, h5_path)
     try:
         _create_all(out, specs, layout, edges, halo)
-        gstart = np.concatenate([[0], np.cumsum(np.bincount(parts, minlength=P))])
-        local = lambda a, p: a[order[gstart[p]:gstart[p + 1]]]  # noqa: E731 - rows of part p, in order
-        node_names = sorted(src.node_cols)
-        for k in node_names:
+        T = layout.types
+        gstart = np.concatenate([[0], np.cumsum(np.bincount(bins, minlength=P * T))])
+
+        def write_nodes(path, a):      # rows of each (partition, type) bin, in order
+            for b in range(P * T):
+                out.write(f"part{b // T}/{path}", layout.bin_offset(b), a[order[gstart[b]:gstart[b + 1]]])
+
+        for k in sorted(src.node_cols):
             with agreed(comm):
                 vals = src.read_node_col(k)
-            path = "node_type" if k == "node_type" else f"node/{k}"
-            for p in range(P):
-                out.write(f"part{p}/{path}", layout.local_offset(p), local(vals, p))
+            write_nodes("node_type" if k == "node_type" else f"node/{k}", vals)
             del vals
         if return_mapping:
-            ids = np.arange(lo, hi, dtype=np.int64)
-            for p in range(P):
-                out.write(f"part{p}/orig_nid", layout.local_offset(p), local(ids, p))
+            write_nodes("orig_nid", np.arange(lo, hi, dtype=np.int64))
         el = edges.edge_layout
         for p in range(P):
-            g, sl, erow = f"part{p}", edges.part_edges(p), el.local_offset(p)
-            out.write(f"{g}/csr/indptr", layout.local_offset(p), edges.indptr_slice(p))
+            g = f"part{p}"
+            for row, vals in edges.indptr_runs(p):
+                out.write(f"{g}/csr/indptr", row, vals)
             if rank == 0:
-                out.write(f"{g}/csr/indptr", layout.part_size(p), np.array([el.part_size(p)]))
-            out.write(f"{g}/csr/indices", erow, edges.other[sl])
-            for k, a in edges.cols.items():
-                out.write(f"{g}/edge_type" if k == "edge_type" else f"{g}/edge/{k}", erow, a[sl])
-            if return_mapping:
-                out.write(f"{g}/orig_eid", erow, edges.orig_eid[sl])
+                out.write(f"{g}/csr/indptr", edges.num_etypes * layout.part_size(p), np.array([el.part_size(p)]))
+            for erow, sl in edges.bin_runs(p):
+                out.write(f"{g}/csr/indices", erow, edges.other[sl])
+                for k, a in edges.cols.items():
+                    out.write(f"{g}/edge_type" if k == "edge_type" else f"{g}/edge/{k}", erow, a[sl])
+                if return_mapping:
+                    out.write(f"{g}/orig_eid", erow, edges.orig_eid[sl])
             hrow = halo.layout.local_offset(p)
             out.write(f"{g}/halo_nodes", hrow, halo.ids[p])
             if halo.with_edges:
@@ -317,7 +331,7 @@ def _dataset_specs(src: RawSource, layout: IdLayout, edges: LocalEdges, halo: Ha
             specs.append((f"{g}/node_type" if k == "node_type" else f"{g}/node/{k}", (n,) + c.tail, c.dtype))
         if return_mapping:
             specs += [(f"{g}/orig_nid", (n,), np.int64), (f"{g}/orig_eid", (e,), np.int64)]
-        specs += [(f"{g}/csr/indptr", (n + 1,), np.int64), (f"{g}/csr/indices", (e,), np.int64)]
+        specs += [(f"{g}/csr/indptr", (edges.num_etypes * n + 1,), np.int64), (f"{g}/csr/indices", (e,), np.int64)]
         for k, c in src.edge_cols.items():
             specs.append((f"{g}/edge_type" if k == "edge_type" else f"{g}/edge/{k}", (e,) + c.tail, c.dtype))
         specs.append((f"{g}/halo_nodes", (h,), np.int64))

@@ -1,6 +1,7 @@
 """New ids: partition ``p`` owns ``[node_start[p], node_start[p+1])``.
 
-Inside a partition, nodes keep their original order.  Rank ``r`` holds a block of
+Inside a partition, nodes are grouped by type (typed graphs) and keep their original
+order inside a type.  Rank ``r`` holds a block of
 original ids; its nodes of partition ``p`` get the new ids
 ``node_start[p] + (nodes of p on ranks < r) + (their order on r)``: a contiguous
 slice of ``p``'s range.  So every rank can write the node rows of its slices
@@ -17,21 +18,28 @@ from .assign import owner_of
 
 
 class IdLayout:
-    """Collective constructor: the slices of every (partition, rank) from the part counts.
+    """Collective constructor: the slices of every (bin, rank) from the bin counts.
 
-    ``counts[r, p]``: items of partition ``p`` held by rank ``r``.  ``start[p]``:
-    first global id of ``p`` (``start[P]`` = total).  ``bounds[p * R + r]``: first id
-    of rank ``r``'s slice of ``p``.
+    A *bin* is a (partition, type) pair ``b = p * T + t`` (``T = types``; an untyped
+    layout has ``T = 1`` and bins are partitions).  Partition ``p`` owns the bins
+    ``p*T .. p*T+T-1`` in that order, so its ids stay one contiguous range and each of
+    its types one contiguous sub-range.
+
+    ``counts[r, b]``: items of bin ``b`` held by rank ``r``.  ``start[p]``: first global
+    id of partition ``p`` (``start[P]`` = total); ``bin_start[b]``: first id of bin
+    ``b``.  ``bounds[b * R + r]``: first id of rank ``r``'s slice of bin ``b``.
     """
 
-    def __init__(self, comm, local_counts: np.ndarray) -> None:
+    def __init__(self, comm, local_counts: np.ndarray, types: int = 1) -> None:
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        self.counts = allgather_rows(comm, local_counts)  # [R, P]
-        self.nparts = self.counts.shape[1]
-        per_part = self.counts.sum(axis=0)
-        self.start = np.zeros(self.nparts + 1, dtype=np.int64)
-        np.cumsum(per_part, out=self.start[1:])
-        flat = self.counts.T.reshape(-1)  # p-major, then rank
+        self.counts = allgather_rows(comm, local_counts)  # [R, P * T]
+        self.types = int(types)
+        self.nbins = self.counts.shape[1]
+        self.nparts = self.nbins // self.types
+        self.bin_start = np.zeros(self.nbins + 1, dtype=np.int64)
+        np.cumsum(self.counts.sum(axis=0), out=self.bin_start[1:])
+        self.start = self.bin_start[:: self.types].copy()
+        flat = self.counts.T.reshape(-1)  # bin-major, then rank
         self.bounds = np.zeros(len(flat) + 1, dtype=np.int64)
         np.cumsum(flat, out=self.bounds[1:])
 
@@ -42,14 +50,29 @@ class IdLayout:
     def part_size(self, p: int) -> int:
         return int(self.start[p + 1] - self.start[p])
 
-    def slice_of(self, p: int, r: int | None = None) -> tuple[int, int]:
-        """Global ids ``[lo, hi)`` of rank ``r``'s (default: this rank's) slice of ``p``."""
-        k = p * self.size + (self.rank if r is None else r)
+    def bin_slice(self, b: int, r: int | None = None) -> tuple[int, int]:
+        """Global ids ``[lo, hi)`` of rank ``r``'s (default: this rank's) slice of bin ``b``."""
+        k = b * self.size + (self.rank if r is None else r)
         return int(self.bounds[k]), int(self.bounds[k + 1])
 
+    def bin_offset(self, b: int) -> int:
+        """Offset of this rank's slice of bin ``b`` inside its partition (rows before it)."""
+        return int(self.bounds[b * self.size + self.rank] - self.start[b // self.types])
+
+    def slice_of(self, p: int, r: int | None = None) -> tuple[int, int]:
+        """Untyped layouts: rank ``r``'s slice of partition ``p``."""
+        assert self.types == 1, "typed layout: use bin_slice"
+        return self.bin_slice(p, r)
+
     def local_offset(self, p: int) -> int:
-        """Offset of this rank's slice inside partition ``p`` (rows before it)."""
-        return int(self.bounds[p * self.size + self.rank] - self.start[p])
+        """Untyped layouts: offset of this rank's slice inside partition ``p``."""
+        assert self.types == 1, "typed layout: use bin_offset"
+        return self.bin_offset(p)
+
+    def type_ranges(self, t: int) -> list[list[int]]:
+        """``[[start, end), ...]`` of type ``t`` in every partition (global ids)."""
+        return [[int(self.bin_start[p * self.types + t]), int(self.bin_start[p * self.types + t + 1])]
+                for p in range(self.nparts)]
 
     def rank_of(self, ids: np.ndarray) -> np.ndarray:
         """Independent: rank holding each global id."""
@@ -61,9 +84,10 @@ class IdLayout:
 
 
 def assign_new_ids(parts: np.ndarray, layout: IdLayout) -> tuple[np.ndarray, np.ndarray]:
-    """Independent: (new id of each local item, order that groups local items by part).
+    """Independent: (new id of each local item, order that groups local items by bin).
 
-    ``parts`` is the partition of each local item, in original order.
+    ``parts`` is the bin (``partition * T + type``) of each local item, in original
+    order.
     """
     order = np.argsort(parts, kind="stable")
     sp = parts[order]

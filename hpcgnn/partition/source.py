@@ -143,13 +143,26 @@ class RawSource:
                 if c.dtype.kind not in "iu" or c.tail:
                     raise self._err(f"dataset '/{kind}/type'", f"dtype {c.dtype}, expected 1-D int16")
                 (self.node_cols if kind == "nodes" else self.edge_cols)[c.name] = c
-                names = self.f[f"{kind}/type"].attrs.get(attr, None)
+                names = self.f.attrs.get(attr, self.f[f"{kind}/type"].attrs.get(attr, None))
                 if names is not None:
                     try:
                         names = json.loads(names.decode() if isinstance(names, bytes) else names)
                     except ValueError as err:
                         raise self._err(f"attribute '/{kind}/type' {attr}", f"not JSON ({err})") from err
                 setattr(self, attr, names)
+
+        self.col_ntypes = {}   # node dataset -> the node types it describes (attribute 'ntypes')
+        for name, c in self.node_cols.items():
+            v = self.f[c.path].attrs.get("ntypes", None) if name != "node_type" else None
+            if v is None:
+                continue
+            try:
+                v = json.loads(v.decode() if isinstance(v, bytes) else v)
+            except ValueError as err:
+                raise self._err(f"attribute '/{c.path}' ntypes", f"not JSON ({err})") from err
+            if not isinstance(v, list) or not self.ntypes or any(t not in self.ntypes for t in v):
+                raise self._err(f"attribute '/{c.path}' ntypes", f"{v!r} must list node types of {self.ntypes}")
+            self.col_ntypes[name] = [str(t) for t in v]
 
     # -- reading ------------------------------------------------------------------------
     def node_block(self) -> tuple[int, int]:

@@ -60,6 +60,8 @@ class MiniBatch:
     edge_label: torch.Tensor | None = None
     input_id: torch.Tensor | None = None
     extra: dict = field(default_factory=dict)
+    n_type: torch.Tensor | None = None
+    e_type: torch.Tensor | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -97,6 +99,14 @@ class MiniBatch:
         if label is not None:
             self.y = _as_tensor(g.ndata[label][ids])
         return self
+
+    def to_hetero(self, g, feat: str | None = "feat", label: str | None = "label"):
+        """A batch sampled on a graph with several types, split by type into a
+        :class:`~hpcgnn.sampling.hetero.HeteroBatch` (``x_dict``, ``edge_index_dict``,
+        ``.to_pyg()`` -> ``HeteroData``) with ``feat`` and the seeds' ``label``."""
+        from .hetero import to_hetero
+
+        return to_hetero(self, g, feat, label)
 
     def to_blocks(self) -> list[Block]:
         """Per-layer bipartite views, outermost layer first (DGL's MFG order): layer
@@ -146,6 +156,8 @@ class MiniBatch:
         k = torch.from_numpy(keep)
         self.e_id = self.e_id[k]
         self.edge_index = self.edge_index[:, k]
+        if self.e_type is not None:
+            self.e_type = self.e_type[k]
         return self
 
 

@@ -115,6 +115,50 @@ def sample_edges(g, seeds: np.ndarray, fanout: int, replace: bool, wstore, seed:
     return nbr, counts, eids
 
 
+def etype_fanouts(g, fanout, where: str) -> list[int]:
+    """One fanout per edge type of ``g``: an int applies to every type (DGL's rule);
+    a dict ``{etype: k}`` (canonical triple, ``"src:rel:dst"`` or unique relation
+    name) gives ``k`` to the types it names and 0 to the others."""
+    book = g.get_partition_book()
+    T = len(book.etypes)
+    if not isinstance(fanout, dict):
+        return [check_fanout(fanout, where)] * T
+    out = [0] * T
+    for k, v in fanout.items():
+        try:
+            t = book.etype_id(k)
+        except ValueError as e:
+            raise InputError(f"{where}: {e}") from None
+        out[t] = check_fanout(v, where)
+    return out
+
+
+def sample_typed(g, seeds: np.ndarray, fanouts: list[int], replace: bool, seed: int, nthreads: int = 1):
+    """Typed graphs: ``(nbr, seed index, eids, etype)`` of up to ``fanouts[t]`` edges
+    of every edge type ``t`` per seed, grouped by type then seed (NumPy int64)."""
+    ext = _kernels()
+    t = g._t
+    T = t.num_etypes
+    z = np.zeros(0, np.int64)
+    if len(seeds) == 0:
+        return z, z.copy(), z.copy(), z.copy()
+    rows = t.csr.gather(seeds).reshape(len(seeds), T, 2)          # round trip 1: ranges of every type
+    idx, eids, types = [], [], []
+    for et, k in enumerate(fanouts):
+        if k == 0:
+            continue
+        r = np.ascontiguousarray(rows[:, et, :]).reshape(-1)
+        e, counts = ext.sample_ranges(r, k, bool(replace), (seed + 7919 * et) % (2**63 - 1), None, nthreads)
+        eids.append(e)
+        idx.append(np.repeat(np.arange(len(seeds), dtype=np.int64), counts))
+        types.append(np.full(len(e), et, np.int64))
+    if not eids:
+        return z, z.copy(), z.copy(), z.copy()
+    e = np.concatenate(eids)
+    nbr = t.indices.gather(e) if len(e) else z                    # round trip 2: endpoints
+    return nbr, np.concatenate(idx), e, np.concatenate(types)
+
+
 def sample_neighbors(g, seeds, fanout, edge_dir: str = "in", replace: bool = False, prob=None, *,
                      rng=None) -> Edges:
     """Sample up to ``fanout`` neighbors of every seed: ``Edges(src, dst, eid)``, global
@@ -128,9 +172,17 @@ def sample_neighbors(g, seeds, fanout, edge_dir: str = "in", replace: bool = Fal
     result is a function of the seed drawn from it).  Independent (no collective).
     """
     check_edge_dir(g, edge_dir)
+    s = _ids(seeds, g.num_nodes(), "sample_neighbors: seeds")
+    if g._t.num_etypes > 1 or isinstance(fanout, dict):
+        if prob is not None:
+            raise InputError("sample_neighbors: prob= is not supported on graphs with several edge types")
+        nbr, idx, eids, _ = sample_typed(g, s, etype_fanouts(g, fanout, "sample_neighbors"), replace,
+                                         make_seed(rng))
+        own = s[idx]
+        src, dst = (nbr, own) if edge_dir == "in" else (own, nbr)
+        return Edges(torch.from_numpy(src), torch.from_numpy(dst), torch.from_numpy(eids))
     f = check_fanout(fanout)
     wstore = check_prob(g, prob)
-    s = _ids(seeds, g.num_nodes(), "sample_neighbors: seeds")
     nbr, counts, eids = sample_edges(g, s, f, replace, wstore, make_seed(rng))
     own = np.repeat(s, counts)
     src, dst = (nbr, own) if edge_dir == "in" else (own, nbr)

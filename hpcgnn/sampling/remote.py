@@ -32,7 +32,7 @@ import torch
 
 from .batch import MiniBatch
 
-_ARRAYS = ("n_id", "e_id", "edge_index", "x", "y", "edge_label_index", "edge_label", "input_id")
+_ARRAYS = ("n_id", "e_id", "edge_index", "x", "y", "edge_label_index", "edge_label", "input_id", "n_type", "e_type")
 _SCALARS = ("batch_size", "num_sampled_nodes", "num_sampled_edges", "edge_dir", "extra")
 
 

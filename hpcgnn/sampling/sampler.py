@@ -9,13 +9,17 @@ import torch
 from ..errors import InputError
 from ..graph.dist_graph import _ids
 from .batch import MiniBatch
-from .neighbor import _kernels, check_edge_dir, check_fanout, check_prob, make_seed, sample_edges
+from .neighbor import (_kernels, check_edge_dir, check_fanout, check_prob, etype_fanouts, make_seed, sample_edges,
+                       sample_typed)
 
 
 class NeighborSampler:
     """``NeighborSampler([15, 10, 5])``: hop ``h`` samples up to ``fanouts[h]``
     neighbors (``-1``: all) of the nodes first reached at hop ``h-1`` (hop 0: the
-    seeds), as PyG's ``NeighborLoader`` does (each node is expanded once).  Node ids
+    seeds), as PyG's ``NeighborLoader`` does (each node is expanded once).  On a graph
+    with several edge types a fanout is per edge type: an int for every type, or a
+    dict ``{etype: k}`` (types not named: 0); the batch then carries ``e_type`` and
+    ``n_type`` and :meth:`MiniBatch.to_hetero` splits it by type.  Node ids
     are relabelled to local ids with a C hash table in first-appearance order.
 
     ``edge_dir``, ``replace`` and ``prob`` as in :func:`sample_neighbors`.  ``seed``
@@ -29,7 +33,11 @@ class NeighborSampler:
             raise InputError(f"NeighborSampler: fanouts must be a list of integers, got {fanouts!r}")
         if len(fanouts) == 0:
             raise InputError("NeighborSampler: fanouts is empty (give one fanout per layer)")
-        self.fanouts = [check_fanout(f, "NeighborSampler") for f in fanouts]
+        self.fanouts = [dict(f) if isinstance(f, dict) else check_fanout(f, "NeighborSampler") for f in fanouts]
+        for f in self.fanouts:
+            if isinstance(f, dict):
+                for v in f.values():
+                    check_fanout(v, "NeighborSampler")
         if edge_dir not in ("in", "out"):
             raise InputError(f"NeighborSampler: edge_dir must be 'in' or 'out', got {edge_dir!r}")
         if prob is not None and not isinstance(prob, str):
@@ -67,7 +75,9 @@ class NeighborSampler:
         mid-batch costs more than the bigger allocation)."""
         total, layer = batch, batch
         for f in self.fanouts:
-            layer = num_nodes if f < 0 else layer * f
+            k = sum(f.values()) if isinstance(f, dict) and min(f.values(), default=0) >= 0 else \
+                (-1 if isinstance(f, dict) else f)
+            layer = num_nodes if k < 0 else layer * k
             total += layer
             if total >= num_nodes:
                 return num_nodes
@@ -89,13 +99,23 @@ class NeighborSampler:
         if len(relabel) != len(s):
             raise InputError(f"NeighborSampler: seeds must be unique ({len(s) - len(relabel)} repeated)")
         num_nodes, num_edges = [len(s)], []
-        srcs, dsts, eids = [], [], []
+        srcs, dsts, eids, etypes = [], [], [], []
+        typed = g._t.num_etypes > 1 or any(isinstance(f, dict) for f in self.fanouts)
+        if typed and wstore is not None:
+            raise InputError("NeighborSampler: prob= is not supported on graphs with several edge types")
         frontier, begin = s, 0
         for f in self.fanouts:
-            nbr, counts, eid = sample_edges(g, frontier, f, self.replace, wstore, make_seed(rng), self.nthreads)
+            if typed:
+                nbr, idx, eid, et = sample_typed(g, frontier, etype_fanouts(g, f, "NeighborSampler"),
+                                                 self.replace, make_seed(rng), self.nthreads)
+                etypes.append(et)
+                dst = begin + idx
+            else:
+                nbr, counts, eid = sample_edges(g, frontier, f, self.replace, wstore, make_seed(rng), self.nthreads)
+                dst = np.repeat(np.arange(begin, begin + len(frontier), dtype=np.int64), counts)
             before = len(relabel)
             srcs.append(relabel.map(nbr))
-            dsts.append(np.repeat(np.arange(begin, begin + len(frontier), dtype=np.int64), counts))
+            dsts.append(dst)
             eids.append(eid)
             num_edges.append(len(eid))
             num_nodes.append(len(relabel) - before)
@@ -104,9 +124,14 @@ class NeighborSampler:
         edge_index = np.empty((2, sum(num_edges)), np.int64)
         np.concatenate(srcs, out=edge_index[0])
         np.concatenate(dsts, out=edge_index[1])
-        return MiniBatch(n_id=torch.from_numpy(relabel.nodes()), e_id=torch.from_numpy(np.concatenate(eids)),
-                         edge_index=torch.from_numpy(edge_index), batch_size=len(s),
-                         num_sampled_nodes=num_nodes, num_sampled_edges=num_edges, edge_dir=self.edge_dir)
+        n_id = relabel.nodes()
+        mb = MiniBatch(n_id=torch.from_numpy(n_id), e_id=torch.from_numpy(np.concatenate(eids)),
+                       edge_index=torch.from_numpy(edge_index), batch_size=len(s),
+                       num_sampled_nodes=num_nodes, num_sampled_edges=num_edges, edge_dir=self.edge_dir)
+        if typed:
+            mb.e_type = torch.from_numpy(np.concatenate(etypes))
+            mb.n_type = torch.from_numpy(g.node_types_of(n_id))
+        return mb
 
     def __repr__(self):
         return (f"NeighborSampler(fanouts={self.fanouts}, edge_dir={self.edge_dir!r}, replace={self.replace}, "

@@ -1,0 +1,116 @@
+"""Heterogeneous graphs end to end in one process: typed partitioning, the typed
+partition book, DistGraph's typed views, per-edge-type fanouts and hetero batches."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn.errors import InputError
+from hpcgnn.graph import DistGraph
+from hpcgnn.partition import load_partition, partition_graph
+from hpcgnn.sampling import NeighborSampler, sample_neighbors
+from test_partition_util import ETYPES, planted_graph, write_raw
+
+pytestmark = pytest.mark.timeout(120)
+CANON = [tuple(t) for t in ETYPES]
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("hetero"))
+    n = 1500
+    src, dst, _ = planted_graph(n, 10, 3, seed=4)
+    raw = os.path.join(tmp, "h.h5")
+    g = write_raw(raw, n, src, dst, types=True, name="h")
+    cfg = partition_graph(raw, os.path.join(tmp, "parts"), 2, return_mapping=True, overwrite=True)
+    parts = [load_partition(cfg, p) for p in range(2)]
+    orig_nid = np.concatenate([p.orig_nid for p in parts])
+    orig_eid = np.concatenate([p.orig_eid for p in parts])
+    new_of = np.empty_like(orig_nid)
+    new_of[orig_nid] = np.arange(n)
+    dg = DistGraph("h", part_config=cfg)
+    o = {"src": new_of[src[orig_eid]], "dst": new_of[dst[orig_eid]], "etype": g["edge_type"][orig_eid],
+         "ntype": g["node_type"][orig_nid], "feat": g["node"]["feat"][orig_nid], "n": n}
+    yield dg, o
+    dg._ctx.finalize()
+
+
+def test_typed_book_and_views(typed):
+    g, o = typed
+    book = g.get_partition_book()
+    assert g.ntypes == ["paper", "author"] and g.canonical_etypes == CANON
+    assert g.etypes == ["cites", "writes", "rev", "knows"] and not g.is_homogeneous
+    counts = np.bincount(o["ntype"], minlength=2)
+    assert [g.num_nodes("paper"), g.num_nodes("author")] == counts.tolist()
+    assert [g.num_edges(c) for c in CANON] == np.bincount(o["etype"], minlength=4).tolist()
+    assert g.num_edges("writes") == g.num_edges(("author", "writes", "paper")) == g.num_edges("author:writes:paper")
+    ids = np.arange(o["n"])
+    t, per = book.map_to_per_ntype(ids)
+    assert np.array_equal(t, o["ntype"])
+    for i, name in enumerate(g.ntypes):
+        assert np.array_equal(np.sort(per[t == i]), np.arange(counts[i])), "per-type ids 0..n_t-1"
+        assert np.array_equal(book.map_to_homo_nid(per[t == i], name), ids[t == i])
+    eids = np.arange(len(o["src"]))
+    et, eper = book.map_to_per_etype(eids)
+    assert np.array_equal(et, o["etype"])
+    for i, c in enumerate(CANON):
+        assert np.array_equal(book.map_to_homo_eid(eper[et == i], c), eids[et == i])
+    # typed data views: per-type ids in, rows of those nodes out
+    per_ids = np.array([0, 5, g.num_nodes("author") - 1])
+    homo = book.map_to_homo_nid(per_ids, "author")
+    assert torch.equal(g.nodes["author"].data["feat"][per_ids], torch.from_numpy(o["feat"][homo]))
+    with pytest.raises(InputError, match="unknown node type"):
+        g.nodes["venue"]
+    with pytest.raises(InputError, match="out of range"):
+        g.nodes["paper"].data["feat"][[g.num_nodes("paper")]]
+    # degrees count every type
+    deg = np.bincount(o["dst"], minlength=o["n"])
+    assert np.array_equal(g.in_degrees(ids).numpy(), deg)
+
+
+def test_per_etype_fanouts(typed):
+    g, o = typed
+    seeds = np.flatnonzero(o["ntype"] == 0)[:200]          # papers: in-edges cites (0) and writes (1)
+    fan = {"cites": 2, ("author", "writes", "paper"): 3}
+    src, dst, eid = sample_neighbors(g, seeds, fan, rng=1)
+    src, dst, eid = src.numpy(), dst.numpy(), eid.numpy()
+    assert np.array_equal(o["src"][eid], src) and np.array_equal(o["dst"][eid], dst)
+    assert len(np.unique(eid)) == len(eid)
+    et = o["etype"][eid]
+    for t, k in ((0, 2), (1, 3)):
+        deg_t = np.bincount(o["dst"][o["etype"] == t], minlength=o["n"])[seeds]
+        got = np.bincount(dst[et == t], minlength=o["n"])[seeds]
+        assert np.array_equal(got, np.minimum(deg_t, k)), f"etype {t}: min(degree, fanout) per seed"
+    assert not np.isin(et, [2, 3]).any(), "types not named in the fanout dict are not sampled"
+    with pytest.raises(InputError, match="unknown edge type"):
+        sample_neighbors(g, seeds, {"nope": 1})
+
+
+def test_hetero_batch(typed):
+    g, o = typed
+    seeds = np.flatnonzero(o["ntype"] == 0)[:64]
+    s = NeighborSampler([{"cites": 4, "writes": 2}, {"cites": 3, "writes": 2, "rev": 2, "knows": 2}], seed=3)
+    mb = s.sample(g, seeds)
+    assert mb.e_type is not None and np.array_equal(mb.n_type.numpy(), o["ntype"][mb.n_id.numpy()])
+    e = mb.e_id.numpy()
+    assert np.array_equal(mb.e_type.numpy(), o["etype"][e])
+    hb = mb.to_hetero(g)
+    assert hb.seed_type == "paper" and hb.batch_size == 64
+    assert torch.equal(hb.n_id["paper"][:64], torch.from_numpy(seeds))
+    for key, ei in hb.edge_index_dict.items():
+        s_t, _, d_t = key
+        gs, gd = hb.n_id[s_t][ei[0]].numpy(), hb.n_id[d_t][ei[1]].numpy()
+        eid = hb.e_id[key].numpy()
+        assert np.array_equal(o["src"][eid], gs) and np.array_equal(o["dst"][eid], gd), key
+        assert (o["etype"][eid] == CANON.index(key)).all()
+    for t, x in hb.x_dict.items():
+        assert torch.equal(x, torch.from_numpy(o["feat"][hb.n_id[t].numpy()]))
+    data = hb.to_pyg()
+    assert set(data.edge_types) == set(hb.edge_index_dict) and data["paper"].batch_size == 64
+    # a PyG heterogeneous model runs on it
+    from torch_geometric.nn import HeteroConv, SAGEConv
+
+    conv = HeteroConv({k: SAGEConv((-1, -1), 8) for k in data.edge_types}, aggr="sum")
+    out = conv(data.x_dict, data.edge_index_dict)
+    assert out["paper"].shape == (len(hb.n_id["paper"]), 8)
