@@ -293,7 +293,7 @@ def write_raw(path, **damage):
     with h5py.File(path, "w") as f:
         f.attrs.update({"format": "hpcgnn-raw", "version": 1, "graph_name": "t", "num_nodes": 4,
                         "num_edges": 3, "num_classes": 2})
-        f["edges/src"] = np.array([0, 1, 2], dtype=np.int64)
+        f["edges/src"] = np.array([0, 1, 1], dtype=np.int64)
         f["edges/dst"] = np.array([1, 2, 3], dtype=np.int64)
         f["nodes/data/feat"] = np.zeros((4, 2), np.float32)
         f["nodes/data/label"] = np.array([0, 1, -1, 1])

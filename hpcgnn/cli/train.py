@@ -1,7 +1,8 @@
-"""``hpcgnn train [CONFIG.toml] [--task node|link] [--key value ...]``: node
+"""``hpcgnn train [CONFIG.toml] [--task node|link|rgcn] [--key value ...]``: node
 classification with GraphSAGE on a partitioned graph
-(:mod:`hpcgnn.train.node_classification`), or with ``--task link`` link prediction
-with learnable embeddings (:mod:`hpcgnn.train.link_prediction`).
+(:mod:`hpcgnn.train.node_classification`), with ``--task link`` link prediction
+with learnable embeddings (:mod:`hpcgnn.train.link_prediction`), with ``--task
+rgcn`` an R-GCN on a heterogeneous graph (:mod:`hpcgnn.train.rgcn`).
 
 Run under ``mpirun``/``srun``: every rank runs it; servers and samplers serve, the
 trainers train.  Settings come from the TOML file, then the flags (``--help``
@@ -22,12 +23,15 @@ def main_argv(rest: list[str]) -> int:
     task = "node"
     if "--task" in rest:
         i = rest.index("--task")
-        if i + 1 >= len(rest) or rest[i + 1] not in ("node", "link"):
-            raise InputError("hpcgnn train: --task must be 'node' (node classification) or 'link' (link prediction)")
+        if i + 1 >= len(rest) or rest[i + 1] not in ("node", "link", "rgcn"):
+            raise InputError("hpcgnn train: --task must be 'node' (node classification), 'link' (link "
+                             "prediction) or 'rgcn' (node classification on a heterogeneous graph)")
         task = rest[i + 1]
         rest = rest[:i] + rest[i + 2:]
     if task == "link":
         from ..train.link_prediction import main
+    elif task == "rgcn":
+        from ..train.rgcn import main
     else:
         from ..train.node_classification import main
     if rest and rest[0].endswith(".toml"):

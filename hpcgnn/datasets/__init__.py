@@ -3,12 +3,14 @@
 * :mod:`.raw` — format constants, :func:`slice_bounds`, :class:`RawGraph`,
   :func:`validate_raw` and the helpers writers use.
 * :mod:`.synthetic` — :func:`generate_graph` (parallel, rank-count independent).
+* :mod:`.synthetic_hetero` — :func:`generate_hetero_graph` (MAG-like typed graph, same properties).
 * :mod:`.convert` — :func:`convert_ogb`, :func:`convert_edges`, :func:`from_pyg`.
 """
 from .raw import FORMAT, VERSION, RawGraph, slice_bounds, validate_raw
 from .synthetic import generate_graph
+from .synthetic_hetero import generate_hetero_graph
 
-__all__ = ["FORMAT", "VERSION", "RawGraph", "slice_bounds", "validate_raw", "generate_graph",
+__all__ = ["FORMAT", "VERSION", "RawGraph", "slice_bounds", "validate_raw", "generate_graph", "generate_hetero_graph",
            "convert_ogb", "convert_edges", "from_pyg"]
 
 

@@ -304,7 +304,8 @@ class RawGraph:
 def _check_structure(g: RawGraph) -> dict[str, Any]:
     f, n, e = g.file, g.num_nodes, g.num_edges
     info: dict[str, Any] = {"graph_name": g.graph_name, "num_nodes": n, "num_edges": e,
-                            "num_classes": g.num_classes, "node_data": {}, "edge_data": {}}
+                            "num_classes": g.num_classes, "node_data": {}, "edge_data": {},
+                            "node_data_ntypes": {}}
 
     def dataset(name: str, required: bool) -> h5py.Dataset | None:
         obj = f.get(name)
@@ -342,6 +343,8 @@ def _check_structure(g: RawGraph) -> dict[str, Any]:
             if group == NODE_DATA and dname == "feat" and (d.dtype.kind != "f" or d.ndim != 2):
                 raise g._err(f"dataset /{full}", f"must be floating [num_nodes, F], got {d.dtype} {d.shape}")
             info[key][dname] = (str(d.dtype), tuple(d.shape))
+            if group == NODE_DATA and "ntypes" in d.attrs:
+                info["node_data_ntypes"][dname] = _dataset_ntypes(g, full, d)
     for name, attr, nrows, what in ((NODE_TYPE, "ntypes", n, "num_nodes"), (EDGE_TYPE, "etypes", e, "num_edges")):
         d = dataset(name, False)
         if d is None:
@@ -359,6 +362,22 @@ def _check_structure(g: RawGraph) -> dict[str, Any]:
                 raise g._err("attribute 'etypes'", f"{t!r} names a node type not in ntypes {g.ntypes}")
     info["ntypes"], info["etypes"] = g.ntypes, g.etypes
     return info
+
+
+def _dataset_ntypes(g: RawGraph, name: str, d: h5py.Dataset) -> list[str]:
+    """The node types a node dataset describes (its ``ntypes`` attribute, a JSON list
+    of names of the root ``ntypes``); rows of other types hold no data."""
+    val = d.attrs["ntypes"]
+    try:
+        val = json.loads(val.decode() if isinstance(val, bytes) else str(val))
+    except ValueError as e:
+        raise g._err(f"dataset /{name}", f"attribute 'ntypes' is not valid JSON ({e})") from None
+    if not (isinstance(val, list) and all(isinstance(t, str) for t in val)):
+        raise g._err(f"dataset /{name}", f"attribute 'ntypes' must be a JSON list of type names, got {val!r}")
+    unknown = [t for t in val if g.ntypes is None or t not in g.ntypes]
+    if unknown:
+        raise g._err(f"dataset /{name}", f"attribute 'ntypes' names {unknown} not in the root ntypes {g.ntypes}")
+    return val
 
 
 def _scan(g: RawGraph, name: str, lo: int, hi: int, vmin: int, vmax: int, what: str) -> None:
@@ -400,16 +419,62 @@ def _check_values(g: RawGraph, check_features: bool) -> None:
                 raise g._err(f"dataset /{NODE_DATA}/feat", f"row {bad} is not finite (NaN or inf)")
 
 
+def _check_edge_endpoints(g: RawGraph) -> None:
+    """On this rank's edge slice: an edge of type ``[s, r, d]`` joins a node of type
+    ``s`` to one of type ``d``.  Node types are looked up run-length encoded (little
+    memory when types are blocked), or in the whole ``/nodes/type`` when they are mixed."""
+    if g.ntypes is None or g.etypes is None or NODE_TYPE not in g.file or EDGE_TYPE not in g.file:
+        return
+    d, n = g.file[NODE_TYPE], g.num_nodes
+    starts, vals, runs, full, last = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], 0, None, None
+    for a in range(0, n, SCAN_ROWS):
+        block = d[a:min(n, a + SCAN_ROWS)].astype(np.int64)
+        cut = np.flatnonzero(np.diff(block)) + 1
+        if block[0] != last:
+            cut = np.concatenate([[0], cut])
+        starts.append(cut + a)
+        vals.append(block[cut])
+        runs, last = runs + len(cut), block[-1]
+        if runs > n // 16 + 64:
+            full = d[:]
+            break
+    if full is None:
+        starts_a, vals_a = np.concatenate(starts), np.concatenate(vals)
+
+    def ntype_of(ids: np.ndarray) -> np.ndarray:
+        return full[ids] if full is not None else vals_a[np.searchsorted(starts_a, ids, side="right") - 1]
+
+    index = {t: i for i, t in enumerate(g.ntypes)}
+    want_src = np.array([index[t[0]] for t in g.etypes], dtype=np.int64)
+    want_dst = np.array([index[t[2]] for t in g.etypes], dtype=np.int64)
+    elo, ehi = g.local_edge_range()
+    for a in range(elo, ehi, SCAN_ROWS):
+        b = min(ehi, a + SCAN_ROWS)
+        et = g.file[EDGE_TYPE][a:b].astype(np.int64)
+        for name, want in ((EDGES_SRC, want_src), (EDGES_DST, want_dst)):
+            got = ntype_of(g.file[name][a:b])
+            bad = np.flatnonzero(got != want[et])
+            if len(bad):
+                k = int(bad[0])
+                node, t = int(g.file[name][a + k]), int(got[k])
+                tname = repr(g.ntypes[t]) if 0 <= t < len(g.ntypes) else "out of range"
+                raise g._err(f"dataset /{name}", f"node {node} at row {a + k} has type {t} ({tname}), but "
+                                                 f"edge type {g.etypes[et[k]]} needs {g.ntypes[want[et[k]]]!r}")
+
+
 def validate_raw(path: str, comm=None, check_values: bool = True,
-                 check_features: bool = False) -> dict[str, Any]:
+                 check_features: bool = False, check_endpoint_types: bool = True) -> dict[str, Any]:
     """Check that ``path`` is a valid raw file; return a summary dict.
 
     Collective over ``comm`` (``None``: this process alone).  Checks the root
-    attributes, the presence, dtype and shape of every dataset, and (``check_values``)
-    on each rank's slice: edge ids in ``[0, num_nodes)``, types, labels in
-    ``[-1, num_classes)``, uint8 masks in {0, 1}; ``check_features`` also requires
-    finite ``feat``.  A failure raises the same :class:`InputError`, naming the file,
-    the dataset and the rank that found it, on every rank.
+    attributes, the presence, dtype and shape of every dataset (and the ``ntypes``
+    attribute of node datasets), and (``check_values``) on each rank's slice: edge ids
+    in ``[0, num_nodes)``, types, labels in ``[-1, num_classes)``, uint8 masks in
+    {0, 1}; ``check_features`` also requires finite ``feat``; ``check_endpoint_types``
+    also requires that an edge of type ``[s, r, d]`` joins a node of type ``s`` to one
+    of type ``d`` (each rank looks up node types outside its slice).  A failure raises
+    the same :class:`InputError`, naming the file, the dataset and the rank that found
+    it, on every rank.
     """
     with RawGraph(path, comm) as g:
         with guard(comm):
@@ -417,4 +482,7 @@ def validate_raw(path: str, comm=None, check_values: bool = True,
         if check_values:
             with guard(comm):
                 _check_values(g, check_features)
+            if check_endpoint_types:
+                with guard(comm):
+                    _check_edge_endpoints(g)
         return info

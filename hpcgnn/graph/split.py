@@ -171,23 +171,25 @@ def _trainer_of(rank, num_trainers):
     return (r if rank is None else rank), (n if num_trainers is None else num_trainers)
 
 
-def node_split(nodes_mask, partition_book, ntype: str = "_N", force_even: bool = True,
+def node_split(nodes_mask, partition_book, ntype: str | None = None, force_even: bool = True,
                node_trainer_ids=None, *, rank: int | None = None, num_trainers: int | None = None):
     """Trainer ``rank``'s share (sorted int64 ids, a torch tensor) of the nodes
     selected by ``nodes_mask``; see the module doc for the rules.  ``rank`` and
     ``num_trainers`` default to this trainer's rank among the trainers and their
     number (from the current :func:`hpcgnn.initialize` context; 0 and 1 without
-    one)."""
+    one).  On a heterogeneous graph the mask and the result are homogeneous ids
+    (``book.map_to_per_ntype`` gives types and per-type ids); ``ntype`` is checked
+    to be a type of the book."""
     rank, num_trainers = _trainer_of(rank, num_trainers)
-    policy = PartitionPolicy(f"node:{ntype}", partition_book)
+    policy = PartitionPolicy("node" if ntype is None else f"node:{ntype}", partition_book)
     return _split(nodes_mask, policy, force_even, node_trainer_ids, rank, num_trainers, "node_split")
 
 
-def edge_split(edges_mask, partition_book, etype: str = "_E", force_even: bool = True,
+def edge_split(edges_mask, partition_book, etype: str | None = None, force_even: bool = True,
                edge_trainer_ids=None, *, rank: int | None = None, num_trainers: int | None = None):
     """Edge counterpart of :func:`node_split` (the mask is over edge ids)."""
     rank, num_trainers = _trainer_of(rank, num_trainers)
-    policy = PartitionPolicy(f"edge:{etype}", partition_book)
+    policy = PartitionPolicy("edge" if etype is None else f"edge:{etype}", partition_book)
     return _split(edges_mask, policy, force_even, edge_trainer_ids, rank, num_trainers, "edge_split")
 
 

@@ -95,7 +95,16 @@ class MiniBatch:
                                  f"{g.graph_name!r} (node features: {sorted(g.ndata) or 'none'})")
         ids = self.n_id.numpy()
         if feat is not None:
-            self.x = _as_tensor(g.ndata[feat][ids])
+            has = g.get_partition_config()["node_feats"][feat].get("ntypes") if self.n_type is not None else None
+            if has:     # typed graph, feature of some types only: read those rows, zeros elsewhere
+                book = g.get_partition_book()
+                rows = np.flatnonzero(np.isin(self.n_type.numpy(), [book.ntype_id(t) for t in has]))
+                x = torch.zeros((len(ids),) + tuple(g.ndata[feat].shape[1:]), dtype=g.ndata[feat].dtype)
+                if len(rows):
+                    x[torch.from_numpy(rows)] = _as_tensor(g.ndata[feat][ids[rows]])
+                self.x = x
+            else:
+                self.x = _as_tensor(g.ndata[feat][ids])
         if label is not None:
             self.y = _as_tensor(g.ndata[label][ids])
         return self

@@ -98,12 +98,13 @@ def to_hetero(mb, g, feat: str | None = "feat", label: str | None = "label") -> 
             raise InputError(f"MiniBatch.to_hetero: {feat!r} is not a node feature of graph {g.graph_name!r}")
         has = g.get_partition_config()["node_feats"][feat].get("ntypes", names)
         for name in has:
-            if name in ids:
-                hb.x[name] = _as_tensor(g.ndata[feat][ids[name].numpy()])
+            if name in ids:        # rows the loader fetched already (mb.x), else read them now
+                m = torch.from_numpy(np.flatnonzero(nt == names.index(name)))
+                hb.x[name] = mb.x[m] if mb.x is not None else _as_tensor(g.ndata[feat][ids[name].numpy()])
     if label is not None:
         if label not in g.ndata:
             raise InputError(f"MiniBatch.to_hetero: {label!r} is not a node feature of graph {g.graph_name!r}")
-        hb.y = _as_tensor(g.ndata[label][n_id[: mb.batch_size]])
+        hb.y = mb.y[: mb.batch_size] if mb.y is not None else _as_tensor(g.ndata[label][n_id[: mb.batch_size]])
     return hb
 
 

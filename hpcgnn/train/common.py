@@ -97,9 +97,11 @@ def pick_device(setting: str, ctx):
     return torch.device("cuda", local % torch.cuda.device_count())
 
 
-def wrap_ddp(ctx, model, device=None):
+def wrap_ddp(ctx, model, device=None, find_unused_parameters: bool = False):
     """Trainers: ``(DDP model, AllreduceTimer, backend)`` over the trainer ranks; the
-    model moves to ``device`` (NCCL between GPUs, gloo between CPUs)."""
+    model moves to ``device`` (NCCL between GPUs, gloo between CPUs).
+    ``find_unused_parameters``: for models whose batches may leave parts unused
+    (a relation absent from a heterogeneous batch)."""
     from torch.nn.parallel import DistributedDataParallel
 
     from ..comm.torch_dist import init_process_group
@@ -109,10 +111,11 @@ def wrap_ddp(ctx, model, device=None):
         torch.cuda.set_device(device)
         model.to(device)
         backend = init_process_group(ctx, "nccl")
-        ddp = DistributedDataParallel(model, device_ids=[device.index])
+        ddp = DistributedDataParallel(model, device_ids=[device.index],
+                                      find_unused_parameters=find_unused_parameters)
     else:
         backend = init_process_group(ctx, "gloo")
-        ddp = DistributedDataParallel(model)
+        ddp = DistributedDataParallel(model, find_unused_parameters=find_unused_parameters)
     timer = AllreduceTimer()
     ddp.register_comm_hook(None, timer.hook)
     return ddp, timer, backend

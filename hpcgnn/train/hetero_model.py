@@ -1,0 +1,48 @@
+"""An R-GCN-style model for heterogeneous mini-batches, from PyTorch Geometric's
+``HeteroConv`` and ``SAGEConv``: one convolution per canonical edge type, summed at
+each destination type (relation-specific weights, as in R-GCN)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RGCN(nn.Module):
+    """``in_dims``: node type -> feature width, for the types that have features;
+    every other type of ``ntypes`` starts from a learned vector of its own.  Inputs
+    are projected to ``hidden``, then ``num_layers`` ``HeteroConv`` layers (ReLU and
+    dropout between them) compute the seeds' ``out_dim`` logits."""
+
+    def __init__(self, in_dims: dict, ntypes, canonical_etypes, hidden: int, out_dim: int, num_layers: int,
+                 dropout: float = 0.5):
+        super().__init__()
+        from torch_geometric.nn import HeteroConv, SAGEConv
+
+        self.inputs = nn.ModuleDict({t: nn.Linear(int(d), hidden) for t, d in in_dims.items()})
+        self.embed = nn.ParameterDict({t: nn.Parameter(0.1 * torch.randn(hidden))
+                                       for t in ntypes if t not in in_dims})
+        dims = [hidden] * num_layers + [out_dim]
+        self.convs = nn.ModuleList(
+            HeteroConv({tuple(et): SAGEConv(a, b) for et in canonical_etypes}, aggr="sum")
+            for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+        self.dims = dims
+
+    def forward(self, x_dict: dict, edge_index_dict: dict, num_nodes: dict, seed_type: str,
+                batch_size: int) -> torch.Tensor:
+        """Logits of the first ``batch_size`` nodes of ``seed_type`` (the seeds of a
+        :class:`~hpcgnn.sampling.hetero.HeteroBatch`)."""
+        h = {}
+        for t, n in num_nodes.items():
+            h[t] = self.inputs[t](x_dict[t].float()) if t in self.inputs else self.embed[t].expand(n, -1)
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            edges = {k: v for k, v in edge_index_dict.items() if k[0] in h and k[2] in h}
+            out = conv(h, edges)
+            if i < last:
+                out = {t: F.dropout(F.relu(v), p=self.dropout, training=self.training) for t, v in out.items()}
+                for t, v in h.items():          # types that received no message keep their state
+                    out.setdefault(t, v)
+            h = out
+        return h[seed_type][:batch_size]

@@ -1,0 +1,233 @@
+"""Node classification on a heterogeneous graph with an R-GCN, under one MPI launch.
+
+Run on every rank (``mpirun -n R python examples/rgcn.py ...`` or ``hpcgnn train
+--task rgcn ...``).  The seeds are the nodes of one type (``seed_type``, default:
+the type the label describes) whose training mask is set; each hop samples up to
+``fanouts[h]`` in-edges of *every* edge type per node (DGL's rule for an int
+fanout on a heterogeneous graph); batches are split by type
+(:meth:`~hpcgnn.sampling.MiniBatch.to_hetero`) and fed to
+:class:`~hpcgnn.train.hetero_model.RGCN` trained with DDP.  Types without features
+start from learned vectors.  Validation and test accuracy are measured on sampled
+neighbourhoods of the validation and test seeds (every trainer its share).
+
+Trainer 0 writes ``log.jsonl``/``metrics.csv``/``curve.png`` and ``model.pt`` to the
+run directory and prints ``test accuracy:`` last.  Checkpoints, ``--resume`` and
+SIGUSR1/SIGTERM behave as in :mod:`hpcgnn.train.node_classification`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from ..comm import signals
+from ..comm.agree import agreed
+from ..comm.mpi import LOCK, MPI
+from ..errors import InputError
+from ..graph import node_split
+from ..sampling import DistNodeDataLoader, NeighborSampler
+from . import checkpoint
+from .common import allreduce, allsum, check_run_dir, newest_checkpoint, pick_device, rng_state, seed_all
+from .common import set_rng_state, start, wrap_ddp
+from .config import HELP, TrainConfig, parse_settings
+from .hetero_model import RGCN
+from .runlog import RunLog
+
+
+@dataclasses.dataclass
+class RGCNConfig(TrainConfig):
+    fanouts: list = dataclasses.field(default_factory=lambda: [10, 10])
+    hidden: int = 64
+    batch_size: int = 256
+    lr: float = 0.01
+    seed_type: str = ""
+    run_dir: str = "runs/rgcn"
+
+
+RGCN_HELP = dict(HELP, seed_type="node type to classify (default: the type the label describes)",
+                 fanouts="in-edges per node per edge type, per hop, seeds first, e.g. 10,10")
+
+
+def parse_args(argv=None, prog: str = "rgcn.py") -> RGCNConfig:
+    cfg = parse_settings(RGCNConfig, RGCN_HELP, argv, prog, "Train an R-GCN on a partitioned heterogeneous "
+                         "graph (run under mpirun/srun; see docs/training.md).")
+    for name in ("epochs", "batch_size", "hidden"):
+        if getattr(cfg, name) < 1:
+            raise InputError(f"{prog}: {name} must be >= 1, got {getattr(cfg, name)}")
+    return cfg
+
+
+def _setup(cfg: RGCNConfig, g, tc):
+    """Every trainer raises the same InputError before training: the seed type and
+    the per-trainer splits of the training, validation and test seeds."""
+    conf = g.get_partition_config()
+    with agreed(tc):
+        for key in ("label", "train_mask", "val_mask", "test_mask"):
+            if getattr(cfg, key) not in g.ndata:
+                raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node data "
+                                 f"{getattr(cfg, key)!r} (setting {key}); it has {sorted(g.ndata)}")
+        if len(g.ntypes) < 2 and len(g.canonical_etypes) < 2:
+            raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} is homogeneous; train it with "
+                             "examples/node_classification.py")
+        seed_type = cfg.seed_type or (conf["node_feats"][cfg.label].get("ntypes") or [g.ntypes[0]])[0]
+        if seed_type not in g.ntypes:
+            raise InputError(f"{cfg.part_config}: seed_type {seed_type!r} is not a node type of "
+                             f"{g.graph_name!r} ({g.ntypes})")
+        if tc.Get_rank() == 0:
+            check_run_dir(cfg.run_dir)
+    book = g.get_partition_book()
+    ids = {}
+    with agreed(tc):
+        for key in ("train_mask", "val_mask", "test_mask"):
+            a = node_split(g.ndata[getattr(cfg, key)], book).numpy()
+            t, _ = book.map_to_per_ntype(a)
+            ids[key] = a[t == book.ntype_id(seed_type)]
+        total = int(allsum(tc, [len(ids["train_mask"])])[0])
+        if total < tc.Get_size():
+            raise InputError(f"{cfg.part_config}: {total} training {seed_type} nodes ({cfg.train_mask}) for "
+                             f"{tc.Get_size()} trainers; every trainer needs at least one")
+    in_dims = {t: int(g.ndata[cfg.feat].shape[1])
+               for t in (conf["node_feats"].get(cfg.feat, {}).get("ntypes") or g.ntypes)} \
+        if cfg.feat in g.ndata else {}
+    return seed_type, ids["train_mask"], ids["val_mask"], ids["test_mask"], in_dims
+
+
+def _forward(model, b, g, cfg, device):
+    hb = b.to_hetero(g, cfg.feat if cfg.feat in g.ndata else None, cfg.label)
+    x = {t: v.to(device, non_blocking=True) for t, v in hb.x_dict.items()}
+    ei = {k: v.to(device, non_blocking=True) for k, v in hb.edge_index_dict.items()}
+    out = model(x, ei, hb.num_nodes_dict(), hb.seed_type, hb.batch_size)
+    return out, hb.y.long().to(device, non_blocking=True)
+
+
+@torch.no_grad()
+def _accuracy(model, loader, g, cfg, device, tc) -> float:
+    model.eval()
+    correct = total = 0
+    for b in loader:
+        out, y = _forward(model, b, g, cfg, device)
+        correct += int((out.argmax(1) == y).sum())
+        total += len(y)
+    model.train()
+    c, n = allsum(tc, [correct, total])
+    return c / max(n, 1)
+
+
+def run(cfg: RGCNConfig) -> dict | None:
+    ctx, tc, g = start(cfg)
+    me = tc.Get_rank()
+    seed_type, train_ids, val_ids, test_ids, in_dims = _setup(cfg, g, tc)
+    num_classes = int(g.get_partition_config().get("num_classes") or 0)
+    with agreed(tc):
+        if num_classes < 2:
+            raise InputError(f"{cfg.part_config}: num_classes is not set in the partition configuration")
+    seed_all(cfg.seed)
+    model = RGCN(in_dims, g.ntypes, g.canonical_etypes, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
+    device = pick_device(cfg.device, ctx)
+    ddp, timer, backend = wrap_ddp(ctx, model, device, find_unused_parameters=True)
+    opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
+    sampler = NeighborSampler(cfg.fanouts)
+    feat = cfg.feat if cfg.feat in g.ndata else None
+    loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, seed=cfg.seed,
+                                prefetch=cfg.prefetch, feat=feat, label=cfg.label, cache_bytes=cfg.cache_bytes)
+    with LOCK:
+        everyone = tc.allreduce(int(len(val_ids) > 0 and len(test_ids) > 0), op=MPI.MIN) == 1
+    evals = {k: DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=cfg.seed + 1 + i, prefetch=cfg.prefetch,
+                                   feat=feat, label=cfg.label)
+             for i, (k, ids) in enumerate((("val_acc", val_ids), ("test_acc", test_ids)))} if everyone else {}
+    meta = {"graph_name": g.graph_name, "model": json.dumps({"dims": model.dims, "kind": "RGCN"}),
+            "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
+            "trainers": tc.Get_size(), "seed_type": seed_type}
+    step, start_epoch, resumed = 0, 0, None
+    if cfg.resume:
+        found = newest_checkpoint(tc, cfg.run_dir)
+        if found:
+            step, rep, own = checkpoint.load(tc, found, meta)
+            model.load_state_dict(rep["model"])
+            opt.load_state_dict(rep["optimizer"])
+            set_rng_state(own["rng"])
+            loader.load_state_dict(own["loader"])
+            start_epoch, resumed = loader.state_dict()["epoch"], found
+    log = RunLog(cfg.run_dir, me == 0, append=resumed is not None)
+    if me == 0:
+        print(f"hpcgnn rgcn: {g}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, seeds {seed_type}, "
+              f"{tc.Get_size()} trainer(s), backend {backend}, loader mode {loader.mode}, "
+              f"{len(loader)} steps/epoch" + (f", resumed from {resumed} at step {step}" if resumed else ""),
+              flush=True)
+
+    def save():
+        checkpoint.save(tc, cfg.run_dir, step, meta, {"model": model.state_dict(), "optimizer": opt.state_dict()},
+                        {"rng": rng_state(), "loader": loader.state_dict()})
+
+    stopped, rows = False, []
+    for epoch in range(start_epoch, cfg.epochs):
+        t_epoch, compute, loss_sum, correct, seen = time.perf_counter(), 0.0, 0.0, 0, 0
+        timer.seconds = 0.0
+        first = loader.position[1] if epoch == start_epoch else 0
+        for b in loader:
+            t0 = time.perf_counter()
+            out, y = _forward(ddp, b, g, cfg, device)
+            loss = F.cross_entropy(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            compute += time.perf_counter() - t0
+            loss_sum += loss.item() * len(y)
+            correct += int((out.argmax(1) == y).sum())
+            seen += len(y)
+            step += 1
+            stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and step >= cfg.max_steps)
+            if stop or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0):
+                save()
+            if stop:
+                stopped = True
+                break
+            if cfg.epoch_steps and loader.position[1] - first >= cfg.epoch_steps:
+                break
+        if stopped:
+            break
+        st = loader.stats
+        tot = allsum(tc, [loss_sum, correct, seen])
+        slow = allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds], MPI.MAX)
+        row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
+               "val_acc": None, "epoch_s": slow[0], "steps": st["batches"], "wait_s": slow[1],
+               "compute_s": slow[2], "allreduce_s": slow[3]}
+        if "val_acc" in evals and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
+            row["val_acc"] = _accuracy(model, evals["val_acc"], g, cfg, device, tc)
+        if me == 0:
+            print(json.dumps({"kind": "epoch", **row}), flush=True)
+        log.epoch(row)
+        rows.append(row)
+    if stopped:
+        if me == 0:
+            why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
+            print(f"hpcgnn rgcn: stopped at step {step} ({why}); checkpoint written, resume with --resume",
+                  flush=True)
+        ctx.finalize()
+        return {"stopped": True, "step": step, "model": model}
+    result = {k: _accuracy(model, ld, g, cfg, device, tc) for k, ld in evals.items()}
+    result["steps"] = step
+    log.final(result)
+    if me == 0:
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(cfg.run_dir, "model.pt"))
+        print(json.dumps({"kind": "final", **result}), flush=True)
+        if evals:
+            print(f"validation accuracy: {result['val_acc']:.4f}", flush=True)
+            print(f"test accuracy: {result['test_acc']:.4f}", flush=True)
+    ctx.finalize()
+    result.update(model=model, epochs=rows)
+    return result
+
+
+def main(argv=None, prog: str = "rgcn.py") -> int:
+    run(parse_args(argv, prog=prog))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
