@@ -26,12 +26,13 @@ def _run(path, out, nparts, **kw):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("method,nparts,edge_dir,types", [
     ("parmetis", 3, "in", False), ("parmetis", 4, "out", True), ("random", 5, "in", True),
-    ("random", 2, "out", False)])
+    ("random", 2, "out", False), ("frequency", 3, "in", True), ("parmetis+frequency", 2, "out", False)])
 def test_partitions_hold_exactly_the_input(shared_dir, method, nparts, edge_dir, types):
     src, dst, _ = planted_graph(3000, 8, 4, seed=1)
     path, g = make_raw(comm, shared_dir, 3000, src, dst, types=types)
+    method, _, refine = method.partition("+")
     cfg = _run(path, os.path.join(shared_dir, "out"), nparts, part_method=method, edge_dir=edge_dir,
-               balance_edges=(method == "parmetis"), seed=5)
+               balance_edges=(method == "parmetis"), seed=5, refine=refine or "none", fanouts=[5, 3])
     if comm.Get_rank() == 0:
         conf, parts = load_all(cfg)
         check_partitioned(conf, parts, g, edge_dir)

@@ -9,7 +9,7 @@ import json
 import sys
 
 from ..comm.mpi import MPI
-from ..errors import HpcgnnError
+from ..errors import HpcgnnError, InputError
 
 
 def add_arguments(p) -> None:
@@ -17,8 +17,16 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--out", required=True, help="output directory")
     p.add_argument("-k", "--num-parts", type=int, required=True, help="number of partitions")
     p.add_argument("--graph-name", default=None, help="name of the output files (default: the input's)")
-    p.add_argument("--method", choices=["parmetis", "metis", "random"], default="parmetis",
-                   help="partitioning method (default parmetis; metis is an alias)")
+    p.add_argument("--method", choices=["parmetis", "metis", "random", "frequency"], default="parmetis",
+                   help="partitioning method (default parmetis; metis is an alias; frequency: seeds by hash, "
+                        "every other node with the partition whose seeds read it most)")
+    p.add_argument("--refine", choices=["none", "frequency"], default="none",
+                   help="after parmetis/random: move non-seed nodes to the partition whose seeds read them most "
+                        "(hotness-aware placement, see docs/partitioning.md)")
+    p.add_argument("--fanouts", default="25,10",
+                   help="the sampler the frequency placement is for: neighbours per hop, seeds first (default 25,10)")
+    p.add_argument("--seeds", default="train_mask",
+                   help="node mask of the nodes trainers sample from (default train_mask)")
     p.add_argument("--balance-ntypes", nargs="+", default=[], metavar="DATASET",
                    help="node datasets to balance, e.g. train_mask (each becomes a constraint)")
     p.add_argument("--balance-edges", action="store_true", help="balance the degree of the partitions too")
@@ -36,6 +44,13 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary on rank 0")
 
 
+def _fanouts(text: str, rank: int) -> list[int]:
+    try:
+        return [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise InputError(f"--fanouts: {text!r} must be comma-separated integers, e.g. 25,10 (rank {rank})") from None
+
+
 def run(args) -> int:
     from ..partition.pipeline import partition_graph
 
@@ -47,7 +62,8 @@ def run(args) -> int:
                                balance_edges=args.balance_edges, num_hops=args.num_hops,
                                edge_dir=args.edge_dir, return_mapping=args.return_mapping, seed=args.seed,
                                ubvec=args.ubvec, overwrite=args.overwrite,
-                               coarsen=args.coarsen)
+                               coarsen=args.coarsen, refine=args.refine, fanouts=_fanouts(args.fanouts, rank),
+                               seeds=args.seeds)
     except HpcgnnError as e:
         # Agreed errors: every rank holds the same error; each prints it, all exit 1.
         sys.stderr.write(f"hpcgnn partition: error (rank {rank}/{comm.Get_size()}): {e}\n")

@@ -33,13 +33,15 @@ from .assign import balance_columns, local_degrees, parmetis_parts, random_parts
 from .edges import Halo, LocalEdges
 from .relabel import IdLayout, assign_new_ids, map_ids
 from .source import RawSource, block
+from .frequency import DEFAULT_FANOUTS, REFINE_METHODS, frequency_refine
 from .types import GraphTypes
 from .writer import CHECKSUM_ALGORITHM, PartFile, remove_quietly
 
-METHODS = {"parmetis": "parmetis", "metis": "parmetis", "random": "random"}
+METHODS = {"parmetis": "parmetis", "metis": "parmetis", "random": "random", "frequency": "frequency"}
 
 
-def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank):
+def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank, refine="none",
+                   fanouts=DEFAULT_FANOUTS):
     if not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
         raise InputError(f"num_parts: {num_parts!r} must be an integer >= 1 (rank {rank})")
     if part_method not in METHODS:
@@ -50,6 +52,15 @@ def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, c
         raise InputError(f"num_hops: {num_hops!r} must be an integer >= 1 (rank {rank})")
     if coarsen not in COARSEN_METHODS:
         raise InputError(f"coarsen: {coarsen!r} is not one of {list(COARSEN_METHODS)} (rank {rank})")
+    if refine not in REFINE_METHODS:
+        raise InputError(f"refine: {refine!r} is not one of {list(REFINE_METHODS)} (rank {rank})")
+    try:
+        ok = len(fanouts) > 0 and all(int(k) == k and (k > 0 or k == -1) for k in fanouts)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise InputError(f"fanouts: {fanouts!r} must be a list of neighbour counts per hop (> 0, or -1 for all) "
+                         f"(rank {rank})")
     if isinstance(balance_ntypes, str):
         raise InputError(f"balance_ntypes: pass a list of dataset names, not the string {balance_ntypes!r} "
                          f"(rank {rank})")
@@ -69,7 +80,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                     comm=None, part_method: str = "parmetis", balance_ntypes=(), balance_edges: bool = False,
                     num_hops: int = 1, edge_dir: str = "in", return_mapping: bool = False, seed: int = 0,
                     ubvec: float = 1.05, balance_tol: float = 0.03, overwrite: bool = False,
-                    coarsen: str = "none") -> str:
+                    coarsen: str = "none", refine: str = "none", fanouts=DEFAULT_FANOUTS,
+                    seeds: str = "train_mask") -> str:
     """Collective over ``comm`` (default ``MPI.COMM_WORLD``): partition a raw graph.
 
     Reads ``input_path`` (docs/format-raw.md), writes ``out_path/<graph_name>.json``
@@ -87,15 +99,19 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     rank's block by size-constrained label propagation and runs ParMETIS on the much
     smaller cluster graph (:mod:`.coarsen`): faster, but only as good as the clusters
     (good on graphs with small dense communities, poor on class-structured random
-    graphs such as ``hpcgnn generate``'s).  Bad input raises :class:`~hpcgnn.errors.InputError` on every rank and
-    leaves no configuration behind.
+    graphs such as ``hpcgnn generate``'s).  ``part_method='frequency'`` (seeds spread
+    by a seeded hash) or ``refine='frequency'`` (after ParMETIS or random): every node
+    that is not a seed (``seeds``, a mask: the training nodes) moves to the partition
+    whose seeds read it most often under a sampler with ``fanouts`` (hop order, seeds
+    first), within ``ubvec`` of even node counts (:mod:`.frequency`).  Bad input raises
+    :class:`~hpcgnn.errors.InputError` on every rank and leaves no configuration behind.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, R = comm.Get_rank(), comm.Get_size()
     clock = _Clock(comm)
     balance_ntypes = list(balance_ntypes or ())
     with agreed(comm):
-        _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank)
+        _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank, refine, fanouts)
     method = METHODS[part_method]
     num_parts, num_hops = int(num_parts), int(num_hops)
     src = RawSource(input_path, comm)
@@ -152,7 +168,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         rebalanced = 0
         coarse_info = {}
         clock.lap("weights")
-        if method == "random":
+        if method in ("random", "frequency"):
             parts = random_parts(np.arange(lo, hi, dtype=np.int64), num_parts, seed)
             clock.lap("assign")
         else:
@@ -176,6 +192,16 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                                         max(ubvec - 1.0, balance_tol), movable=free)
             del degree
             clock.lap("assign")
+        freq_info = {}
+        if (method == "frequency" or refine == "frequency") and num_parts > 1:
+            movable, freq_info = frequency_refine(comm, src, input_path, vtxdist, src_ids, dst_ids, parts, seeds,
+                                                  fanouts, edge_dir, num_parts, ubvec)
+            degree = local_degrees(comm, vtxdist, dst_ids if edge_dir == "in" else src_ids)
+            for k in zero_one:               # masks the moves unbalanced (the seeds did not move)
+                if k in constraints:
+                    rebalanced += rebalance(comm, parts, weights[k], degree, num_parts, balance_tol, movable=movable)
+            del degree, movable
+            clock.lap("frequency")
         part_weights = {k: allreduce_sum(comm, np.bincount(parts, weights=weights[k], minlength=num_parts)
                                          .astype(np.int64)).tolist() for k in names}
         del weights
@@ -235,6 +261,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         "raw_node_types": src.ntypes, "raw_edge_types": src.etypes,
         "num_classes": src.num_classes,
         "part_method": method, "coarsen": coarsen if method == "parmetis" else "none",
+        "refine": "frequency" if freq_info else "none", "frequency": freq_info,
         "seed": int(seed), "num_ranks": R,
         "balance_ntypes": balance_ntypes, "balance_edges": bool(balance_edges),
         "constraints": constraints, "ubvec": float(ubvec),
