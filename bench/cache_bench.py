@@ -47,8 +47,11 @@ def main():
     sampler = NeighborSampler(fanouts)
     train = node_split(g.ndata["train_mask"], g.get_partition_book()).numpy()
     rng = np.random.default_rng(tc.Get_rank())
+    tc.Barrier()
+    t = time.perf_counter()
     batches = [sampler.sample(g, rng.choice(train, a.batch, replace=False), rng=i).n_id.numpy()
                for i in range(a.batches)]
+    sample_s = (time.perf_counter() - t) / a.batches
     hot = hotness_from_sampler(g, sampler, train, a.batch, 20, rng=7) if a.hotness == "sampler" else None
     row_bytes = feat[[0]].numpy().nbytes
     results = []
@@ -69,18 +72,22 @@ def main():
                         "fill_s": round(fill_s, 2), "remote_rows_per_batch": st["remote_lookups"] / a.batches,
                         "remote_fetched_per_batch": st["remote_fetched"] / a.batches,
                         "hit_rate_of_remote": round(st["hit_rate_of_remote"], 4),
-                        "gather_s_per_batch": round(dt / a.batches, 5)})
+                        "gather_s_per_batch": round(dt / a.batches, 5), "sample_s_per_batch": round(sample_s, 5),
+                        "steps_per_epoch": -(-len(train) // a.batch)})
     every = tc.gather(results, root=0)
     if tc.Get_rank() == 0:
         rows = []
         for i, r in enumerate(every[0]):
             merged = dict(r)
             for key in ("remote_rows_per_batch", "remote_fetched_per_batch", "gather_s_per_batch",
-                        "hit_rate_of_remote"):
+                        "hit_rate_of_remote", "sample_s_per_batch"):
                 merged[key] = round(float(np.mean([e[i][key] for e in every])), 5)
             rows.append(merged)
         base = rows[0]
-        for r in rows:
+        for r in rows:        # an epoch without the model: every step samples and gathers one batch
+            r["steps_per_epoch"] = max(e[0]["steps_per_epoch"] for e in every)
+            r["sample_gather_epoch_s"] = round(r["steps_per_epoch"] * (r["sample_s_per_batch"] +
+                                                                       r["gather_s_per_batch"]), 3)
             r["remote_bytes_reduction"] = round(base["remote_fetched_per_batch"] / max(r["remote_fetched_per_batch"], 1e-9), 2)
             r["gather_speedup"] = round(base["gather_s_per_batch"] / r["gather_s_per_batch"], 2)
         print(json.dumps({"bench": "cache", "graph": {"nodes": g.num_nodes(), "edges": g.num_edges()},

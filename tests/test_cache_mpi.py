@@ -15,6 +15,7 @@ from hpcgnn.sampling import DistNodeDataLoader, NeighborSampler
 from test_sampling import make_graph
 
 world = MPI.COMM_WORLD
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 @pytest.mark.mpi(min_size=1)
@@ -76,5 +77,27 @@ def test_row_cache(shared_tmp):
                for cb in (0, 100 * row_bytes)]
     for a, b in zip(*loaders):
         assert torch.equal(a.x, b.x) and torch.equal(a.n_id, b.n_id)
+    # a cache in a device's memory (a GPU when there is one; the same code on "cpu"):
+    # batches assembled on the device, bitwise the same rows
+    for dev in DEVICES:
+        feat.disable_cache()
+        c = feat.enable_cache(200 * row_bytes, graph=g, device=dev)
+        got = feat.gather_to(ids, dev)
+        assert got.device.type == dev and torch.equal(got.cpu(), ref)
+        assert c.stats()["device"].startswith(dev) and (c.stats()["hits"] > 0 or c.remote_rows == 0)
+        assert torch.equal(feat[ids], ref)                  # plain reads stay right
+        feat.disable_cache()
+        on = DistNodeDataLoader(g, ids2, s, batch_size=50, seed=3, mode="thread", cache_bytes=100 * row_bytes,
+                                device=dev)
+        plain = DistNodeDataLoader(g, ids2, s, batch_size=50, seed=3, mode="inline")
+        for a, b in zip(on, plain):
+            assert a.x.device.type == dev and a.y.device.type == dev
+            assert torch.equal(a.x.cpu(), b.x) and torch.equal(a.y.cpu(), b.y)
+        feat.disable_cache()
     g.barrier()
     ctx.finalize()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_is_among_the_cache_devices():
+    assert "cuda" in DEVICES

@@ -71,6 +71,8 @@ def test_bad_frequency_settings(tmp_path, parts):
     raw = parts["pm"][1]["source"]["path"]
     with pytest.raises(InputError, match="fanouts"):
         partition_graph(raw, str(tmp_path / "a"), 2, refine="frequency", fanouts=[0, 3])
+    with pytest.raises(InputError, match="ubvec"):
+        partition_graph(raw, str(tmp_path / "u"), 2, refine="frequency", ubvec=0.99)
     with pytest.raises(InputError, match="refine"):
         partition_graph(raw, str(tmp_path / "b"), 2, refine="hot")
     with pytest.raises(InputError, match="nope.*seeds"):

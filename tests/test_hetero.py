@@ -60,6 +60,10 @@ def test_typed_book_and_views(typed):
     per_ids = np.array([0, 5, g.num_nodes("author") - 1])
     homo = book.map_to_homo_nid(per_ids, "author")
     assert torch.equal(g.nodes["author"].data["feat"][per_ids], torch.from_numpy(o["feat"][homo]))
+    assert torch.equal(g.ndata["author"]["feat"][per_ids], torch.from_numpy(o["feat"][homo]))
+    assert set(g.ndata["paper"]) == {"feat", "label", "train_mask", "val_mask", "test_mask"}
+    with pytest.raises(KeyError):
+        g.ndata["venue"]
     with pytest.raises(InputError, match="unknown node type"):
         g.nodes["venue"]
     with pytest.raises(InputError, match="out of range"):
@@ -114,3 +118,43 @@ def test_hetero_batch(typed):
     conv = HeteroConv({k: SAGEConv((-1, -1), 8) for k in data.edge_types}, aggr="sum")
     out = conv(data.x_dict, data.edge_index_dict)
     assert out["paper"].shape == (len(hb.n_id["paper"]), 8)
+
+
+def test_rgcn_gives_every_seed_an_output():
+    """A seed no sampled edge reaches still gets logits (per-type self-connection)."""
+    from hpcgnn.train.hetero_model import RGCN
+
+    m = RGCN({"paper": 4}, ["paper", "author"], CANON, 8, 3, 2)
+    x = {"paper": torch.randn(2, 4)}
+    out = m(x, {}, {"paper": 2}, "paper", 2)
+    assert out.shape == (2, 3)
+    ei = {("author", "writes", "paper"): torch.tensor([[0], [1]])}
+    out = m(x, ei, {"paper": 2, "author": 1}, "paper", 1)
+    assert out.shape == (1, 3)
+
+
+def test_edge_types_without_node_types_and_bad_names(tmp_path):
+    import h5py
+    import json
+
+    n = 200
+    src, dst, _ = planted_graph(n, 4, 2, seed=1)
+    raw = str(tmp_path / "kg.h5")
+    write_raw(raw, n, src, dst, name="kg")
+    with h5py.File(raw, "a") as f:
+        f["edges/type"] = (src % 2).astype(np.int16)
+        f.attrs["etypes"] = json.dumps([["entity", "r1", "entity"], ["entity", "r2", "entity"]])
+    cfg = partition_graph(raw, str(tmp_path / "p"), 2, return_mapping=True)
+    parts = [load_partition(cfg, p) for p in range(2)]
+    book = parts[0].book
+    assert book.ntypes == ["entity"] and book.etypes == ["entity:r1:entity", "entity:r2:entity"]
+    assert parts[0].num_etypes == 2
+    assert sum(p.num_edges for p in parts) == len(src)
+    from hpcgnn.graph import edge_split
+
+    mask = np.ones(len(src), dtype=bool)
+    assert len(edge_split(mask, book, etype="r1", rank=0, num_trainers=1)) == len(src)
+    with h5py.File(raw, "a") as f:
+        f.attrs["etypes"] = json.dumps([["entity", "r:1", "entity"], ["entity", "r2", "entity"]])
+    with pytest.raises(InputError, match="contains ':'"):
+        partition_graph(raw, str(tmp_path / "q"), 2)

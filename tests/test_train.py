@@ -205,3 +205,25 @@ def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
     a, b = torch.load(tmp_path / "co" / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _final(here.stdout)["test_acc"] == _final(sep.stdout)["test_acc"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_training_matches_cpu(mpirun, small, tmp_path):
+    """Training on GPUs (batches and the feature cache in GPU memory, NCCL between 2
+    trainers when the host has 2 GPUs, else one process) reaches the CPU accuracy."""
+    _, cfg = small
+    common = ["--epochs", "3", "--batch-size", "64", "--hidden", "32", "--fanouts", "5,5", "--progress", "off",
+              "--cache-bytes", str(1 << 20)]
+    acc = {}
+    for dev in ("cpu", "cuda"):
+        if torch.cuda.device_count() >= 2:
+            r = _train(mpirun, cfg, tmp_path / dev, "--device", dev, *common)
+        else:
+            r = subprocess.run([sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / dev),
+                                "--layout", "servers=0,samplers=0,trainers=1", "--device", dev, *common],
+                               capture_output=True, text=True, timeout=600, env=clean_mpi_env())
+        assert r.returncode == 0, r.stdout + r.stderr
+        if dev == "cuda" and torch.cuda.device_count() >= 2:
+            assert "backend nccl" in r.stdout
+        acc[dev] = _final(r.stdout)["test_acc"]
+    assert abs(acc["cuda"] - acc["cpu"]) <= 0.03, acc

@@ -50,6 +50,9 @@ def summarize(config_path: str) -> dict:
         "halo_nodes_total": sum(r["halo_nodes"] for r in rows),
         "node_feats": cfg.get("node_feats", {}), "edge_feats": cfg.get("edge_feats", {}),
         "constraints": names, "imbalance": balance, "parts": rows,
+        "refine": cfg.get("refine", "none"), "frequency": cfg.get("frequency") or None,
+        "node_types": {t: sum(e - s for s, e in r) for t, r in cfg["node_map"].items()},
+        "edge_types": {t: sum(e - s for s, e in r) for t, r in cfg["edge_map"].items()},
     }
 
 
@@ -61,7 +64,16 @@ def _table(s: dict) -> str:
              f"file {s['h5_file']} ({s['h5_bytes'] / 2**20:.1f} MiB); node data: "
              + (", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in s["node_feats"].items()) or "none")
              + "; edge data: " + (", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in s["edge_feats"].items())
-                                   or "none"), ""]
+                                   or "none")]
+    if len(s["node_types"]) > 1 or len(s["edge_types"]) > 1:
+        lines.append("node types: " + ", ".join(f"{t} {n}" for t, n in s["node_types"].items()))
+        lines.append("edge types: " + ", ".join(f"{t} {n}" for t, n in s["edge_types"].items()))
+    if s["frequency"]:
+        f = s["frequency"]
+        lines.append(f"frequency placement for fanouts {f['fanouts']} (seeds {f['seeds']}): {f['moved_nodes']} nodes "
+                     f"moved, expected remote reads {f['expected_remote_fraction_before']:.3f} -> "
+                     f"{f['expected_remote_fraction_after']:.3f}")
+    lines.append("")
     widths = [max(6, len(h)) for h in head]
     lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths)))
     for r in s["parts"]:

@@ -223,3 +223,14 @@ def initialize(layout: str | Layout | None = None, ranks_per_node: int | None = 
 
 def hostname() -> str:
     return socket.gethostname()
+
+
+def host_index(comm) -> tuple[int, int, str]:
+    """Collective over ``comm``: this rank's index among the members of ``comm`` on
+    the same physical host, how many there are, and the host name (GPUs are a
+    per-host resource, whatever the virtual nodes)."""
+    host = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        return host.Get_rank(), host.Get_size(), MPI.Get_processor_name()
+    finally:
+        host.Free()

@@ -12,6 +12,10 @@ each node as the sampled end (its out-degree when sampling in-edges: that is how
 often neighbour sampling can land on it).  The cache is filled once, when created
 (independent: one read of the chosen rows), and is only for tensors that do not
 change: writing to a cached tensor drops its cache.
+
+With ``device=`` (a GPU when training on one) the cached rows live in that device's
+memory: :meth:`DistTensor.gather_to` assembles a batch there, the cached rows copied
+on the device and only the others read and moved (through pinned memory for CUDA).
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ class RowCache:
     ``budget_bytes``: the most memory the cached rows may take; ``hotness``: one
     score per row, or None (the reaching degree in ``graph``, see the module doc)."""
 
-    def __init__(self, tensor, budget_bytes: int, hotness=None, graph=None):
+    def __init__(self, tensor, budget_bytes: int, hotness=None, graph=None, device=None):
         if int(budget_bytes) < 0:
             raise InputError(f"RowCache: budget_bytes must be >= 0, got {budget_bytes}")
         store = tensor._open_store()
@@ -57,6 +61,13 @@ class RowCache:
         self.ids = np.sort(cand[pick]).astype(np.int64)
         self.rows = store.gather(self.ids) if len(self.ids) else np.empty((0,) + store.row_shape, store.dtype)
         self.nbytes = self.rows.nbytes
+        self.device = None
+        if device is not None:        # the rows live on the device (GPU memory): gather_to serves them there
+            import torch
+
+            self.device = torch.device(device)
+            self.dev_rows = torch.from_numpy(self.rows).to(self.device)
+            self.rows = self.rows[:0]           # no host copy
         self.lookups = self.hits = self.remote_lookups = 0
         self._remote = remote
 
@@ -80,7 +91,8 @@ class RowCache:
 
     def stats(self) -> dict:
         """Rows asked for, served from the cache, and asked for from other nodes."""
-        return {"rows": len(self.ids), "bytes": int(self.nbytes), "lookups": self.lookups, "hits": self.hits,
+        return {"rows": len(self.ids), "bytes": int(self.nbytes), "device": str(self.device or "cpu"),
+                "lookups": self.lookups, "hits": self.hits,
                 "remote_lookups": self.remote_lookups,
                 "remote_fetched": self.remote_lookups - self.hits,
                 "hit_rate_of_remote": (self.hits / self.remote_lookups) if self.remote_lookups else 0.0}

@@ -55,7 +55,19 @@ def _ids(ids, n: int, what: str) -> np.ndarray:
 
 
 class _DataView(dict):
-    """``g.ndata`` / ``g.edata``: name -> :class:`DistTensor` (read-only mapping)."""
+    """``g.ndata`` / ``g.edata``: name -> :class:`DistTensor` (read-only mapping).  On
+    a typed graph, a type name that is not a data name gives that type's data,
+    indexed by per-type ids: ``g.ndata["paper"]["feat"]`` (= ``g.nodes["paper"].data``)."""
+
+    typed = None
+
+    def __missing__(self, key):
+        if self.typed is not None:
+            try:
+                return self.typed[key].data
+            except InputError:
+                pass
+        raise KeyError(key)
 
     def __setitem__(self, key, value):
         raise InputError(f"DistGraph data: create a DistTensor instead of assigning {key!r}")
@@ -123,6 +135,8 @@ class DistGraph:
                                 for k, st in t.ndata.items()})
         self.edata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:edata:{k}")
                                 for k, st in t.edata.items()})
+        if not self._book.is_homogeneous:
+            self.ndata.typed, self.edata.typed = _TypeViews(self, "node"), _TypeViews(self, "edge")
 
     # -- sizes and types ---------------------------------------------------------
     def num_nodes(self, ntype=None) -> int:

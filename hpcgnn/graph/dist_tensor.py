@@ -303,7 +303,9 @@ class DistTensor:
         repeats allowed), in the order asked, as a torch tensor (NumPy when torch
         cannot hold the dtype).  Rows held by :meth:`enable_cache` come from memory."""
         cache = getattr(self, "_cache", None)
-        if cache is not None:
+        if cache is not None and cache.device is not None:       # rows on a device: read them all here
+            rows = self._host_gather_for_device(cache, ids)
+        elif cache is not None:
             rows = self._cached_gather(cache, ids)
         else:
             rows = self._open_store().gather(ids)
@@ -319,15 +321,50 @@ class DistTensor:
         self._open_store().scatter(ids, values)
 
     # -- hot-row cache --------------------------------------------------------------
-    def enable_cache(self, budget_bytes: int, hotness=None, graph=None):
+    def enable_cache(self, budget_bytes: int, hotness=None, graph=None, device=None):
         """Independent: keep the hottest rows that live on other nodes in this
         process (see :mod:`hpcgnn.graph.cache`), at most ``budget_bytes``; returns
         the :class:`~hpcgnn.graph.cache.RowCache` (``.stats()``: hits).  For tensors
-        that do not change (node features)."""
+        that do not change (node features).  ``device``: keep the cached rows in that
+        device's memory (a GPU), for :meth:`gather_to`."""
         from .cache import RowCache
 
-        self._cache = RowCache(self, budget_bytes, hotness=hotness, graph=graph)
+        self._cache = RowCache(self, budget_bytes, hotness=hotness, graph=graph, device=device)
         return self._cache
+
+    def gather_to(self, ids, device) -> "torch.Tensor":
+        """Independent: the rows of ``ids`` as a tensor on ``device``.  With a cache on
+        that device, cached rows are copied there and only the others are read and
+        moved (staged in pinned memory for CUDA); bitwise the same as
+        ``self[ids].to(device)``."""
+        device = torch.device(device)
+        cache = getattr(self, "_cache", None)
+        if cache is None or cache.device is None or cache.device != device or not len(cache):
+            if cache is not None and cache.device is not None:
+                return torch.from_numpy(self._host_gather_for_device(cache, ids)).to(device)
+            return _to_device(self[ids], device)
+        from ..comm import rowstore as rs
+
+        st = self._open_store()
+        ids = rs.as_ids(ids, st.nrows, st._where)
+        hit, at = cache.split(ids)
+        miss = np.flatnonzero(~hit)
+        out = torch.empty((len(ids),) + tuple(self.shape[1:]), dtype=cache.dev_rows.dtype, device=device)
+        if len(miss):
+            out[torch.from_numpy(miss).to(device)] = _to_device(torch.from_numpy(st.gather(ids[miss])), device)
+        if len(at):
+            out[torch.from_numpy(np.flatnonzero(hit)).to(device)] = cache.dev_rows[torch.from_numpy(at).to(device)]
+        cache.count(ids, len(at))
+        return out
+
+    def _host_gather_for_device(self, cache, ids) -> np.ndarray:
+        """A cache on another device: read everything from the store."""
+        from ..comm import rowstore as rs
+
+        st = self._open_store()
+        ids = rs.as_ids(ids, st.nrows, st._where)
+        cache.count(ids, 0)
+        return st.gather(ids)
 
     def disable_cache(self) -> None:
         self._cache = None
@@ -379,3 +416,10 @@ class DistTensor:
 
 
 __all__ = ["DistTensor", "partition_owners"]
+
+
+def _to_device(t, device):
+    """Host tensor -> ``device``; through pinned memory (asynchronous copy) for CUDA."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)

@@ -45,6 +45,11 @@ class PartitionPolicy:
             raise InputError(f"PartitionPolicy: policy {policy_str!r} must be 'node:<ntype>' or 'edge:<etype>'")
         types = partition_book.ntypes if kind == NODE else partition_book.etypes
         tname = types[0] if tname is None else tname.strip()
+        if kind == EDGE and tname not in types:        # a relation name or triple naming one edge type
+            try:
+                tname = types[partition_book.etype_id(tname)]
+            except ValueError:
+                pass
         if tname not in types:
             raise InputError(f"PartitionPolicy: {kind} type {tname!r} not in the partition book ({types})")
         self.kind = kind

@@ -58,7 +58,7 @@ class Partition:
     def num_etypes(self) -> int:
         """Edge types of the CSR: ``indptr`` has ``num_etypes * n + 1`` entries (row
         ``t * n + i``: edges of type ``t`` of inner node ``i``)."""
-        return (len(self.indptr) - 1) // self.num_inner_nodes if self.num_inner_nodes else 1
+        return max(1, len(self.config.get("etypes", {})))
 
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) of the stored edges, as new global ids, in edge-id order."""

@@ -41,7 +41,7 @@ METHODS = {"parmetis": "parmetis", "metis": "parmetis", "random": "random", "fre
 
 
 def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank, refine="none",
-                   fanouts=DEFAULT_FANOUTS):
+                   fanouts=DEFAULT_FANOUTS, ubvec=1.05):
     if not isinstance(num_parts, (int, np.integer)) or num_parts < 1:
         raise InputError(f"num_parts: {num_parts!r} must be an integer >= 1 (rank {rank})")
     if part_method not in METHODS:
@@ -52,6 +52,8 @@ def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, c
         raise InputError(f"num_hops: {num_hops!r} must be an integer >= 1 (rank {rank})")
     if coarsen not in COARSEN_METHODS:
         raise InputError(f"coarsen: {coarsen!r} is not one of {list(COARSEN_METHODS)} (rank {rank})")
+    if not (isinstance(ubvec, (int, float, np.floating)) and ubvec >= 1.0):
+        raise InputError(f"ubvec: {ubvec!r} must be a number >= 1 (1.05: 5% imbalance allowed) (rank {rank})")
     if refine not in REFINE_METHODS:
         raise InputError(f"refine: {refine!r} is not one of {list(REFINE_METHODS)} (rank {rank})")
     try:
@@ -111,7 +113,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     clock = _Clock(comm)
     balance_ntypes = list(balance_ntypes or ())
     with agreed(comm):
-        _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank, refine, fanouts)
+        _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank, refine, fanouts,
+                       ubvec)
     method = METHODS[part_method]
     num_parts, num_hops = int(num_parts), int(num_hops)
     src = RawSource(input_path, comm)
@@ -222,7 +225,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         clock.lap("relabel")
         elo, ehi = src.edge_block()
         ecols = {k: src.read_edge_col(k) for k in src.edge_cols}
-        if types.num_etypes > 1:
+        if "edge_type" in ecols:
             with agreed(comm):
                 types.check_edges(ecols["edge_type"], layout, new_src, new_dst, elo)
         own, other = (new_dst, new_src) if edge_dir == "in" else (new_src, new_dst)

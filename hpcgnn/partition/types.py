@@ -32,6 +32,17 @@ class GraphTypes:
         if has_et and not src.etypes:
             raise self._err("attribute 'etypes'", "missing: /edges/type needs the list of edge types")
         self.ntype_names = [str(t) for t in src.ntypes] if has_nt else [cfg.NTYPE]
+        if has_et and not has_nt:     # one node type: the name the triples use (e.g. a knowledge graph's "entity")
+            ends = {str(x) for t in src.etypes if isinstance(t, (list, tuple)) and len(t) == 3 for x in (t[0], t[2])}
+            if len(ends) == 1:
+                self.ntype_names = [ends.pop()]
+            elif len(ends) > 1:
+                raise self._err("attribute 'etypes'", f"names node types {sorted(ends)} but the graph has no "
+                                                      "/nodes/type to say which node has which")
+        for name in self.ntype_names:
+            if ":" in name:
+                raise self._err("attribute 'ntypes'", f"node type name {name!r} contains ':' (reserved for "
+                                                      "canonical edge type names src:relation:dst)")
         self.canonical = []
         if has_et:
             for t in src.etypes:
@@ -42,6 +53,9 @@ class GraphTypes:
                     if end not in self.ntype_names:
                         raise self._err("attribute 'etypes'", f"{list(t)!r} names node type {end!r}, not one "
                                                               f"of {self.ntype_names}")
+                if ":" in str(t[1]):
+                    raise self._err("attribute 'etypes'", f"relation name {t[1]!r} contains ':' (reserved for "
+                                                          "canonical edge type names src:relation:dst)")
                 self.canonical.append(tuple(str(x) for x in t))
         else:
             self.canonical = [(self.ntype_names[0], cfg.ETYPE, self.ntype_names[0])]

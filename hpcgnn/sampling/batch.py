@@ -84,9 +84,12 @@ class MiniBatch:
     def num_sampled_edges_per_hop(self) -> list[int]:
         return self.num_sampled_edges
 
-    def fetch_features(self, g, feat: str | None = "feat", label: str | None = "label") -> "MiniBatch":
+    def fetch_features(self, g, feat: str | None = "feat", label: str | None = "label",
+                       device=None) -> "MiniBatch":
         """Gather ``x = g.ndata[feat][n_id]`` and ``y = g.ndata[label][n_id]`` (one
-        one-sided read per owner each; None skips one).  Returns ``self``."""
+        one-sided read per owner each; None skips one).  ``device``: assemble them in
+        that device's memory (``DistTensor.gather_to``: a cache on that device serves
+        its rows there).  Returns ``self``."""
         from ..errors import InputError
 
         for name in (feat, label):
@@ -102,11 +105,15 @@ class MiniBatch:
                 x = torch.zeros((len(ids),) + tuple(g.ndata[feat].shape[1:]), dtype=g.ndata[feat].dtype)
                 if len(rows):
                     x[torch.from_numpy(rows)] = _as_tensor(g.ndata[feat][ids[rows]])
-                self.x = x
+                self.x = x if device is None else x.to(device)
+            elif device is not None:
+                self.x = g.ndata[feat].gather_to(ids, device)
             else:
                 self.x = _as_tensor(g.ndata[feat][ids])
         if label is not None:
             self.y = _as_tensor(g.ndata[label][ids])
+            if device is not None:
+                self.y = self.y.to(device)
         return self
 
     def to_hetero(self, g, feat: str | None = "feat", label: str | None = "label"):

@@ -69,6 +69,9 @@ def to_hetero(mb, g, feat: str | None = "feat", label: str | None = "label") -> 
         raise InputError("MiniBatch.to_hetero: heterogeneous batches need in-edge sampling (edge_dir='in')")
     book = g.get_partition_book()
     names, canon = book.ntypes, book.canonical_etypes
+    if len(names) > 1 and book.etypes == ["_E"]:
+        raise InputError(f"MiniBatch.to_hetero: graph {g.graph_name!r} has node types but no edge types; give the "
+                         "raw graph /edges/type and the etypes attribute ([src_type, relation, dst_type] triples)")
     n_id, nt = mb.n_id.numpy(), mb.n_type.numpy()
     local = np.empty(len(n_id), np.int64)
     ids, per_type = {}, {}
@@ -100,7 +103,7 @@ def to_hetero(mb, g, feat: str | None = "feat", label: str | None = "label") -> 
         for name in has:
             if name in ids:        # rows the loader fetched already (mb.x), else read them now
                 m = torch.from_numpy(np.flatnonzero(nt == names.index(name)))
-                hb.x[name] = mb.x[m] if mb.x is not None else _as_tensor(g.ndata[feat][ids[name].numpy()])
+                hb.x[name] = mb.x[m.to(mb.x.device)] if mb.x is not None else _as_tensor(g.ndata[feat][ids[name].numpy()])
     if label is not None:
         if label not in g.ndata:
             raise InputError(f"MiniBatch.to_hetero: {label!r} is not a node feature of graph {g.graph_name!r}")

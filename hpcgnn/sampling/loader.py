@@ -50,15 +50,16 @@ class NodeTask:
     feat: str | None
     label: str | None
     cache_bytes: int = 0
+    device: str | None = None
 
     def make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
-        _ensure_cache(g, self.feat, self.cache_bytes)
+        _ensure_cache(g, self.feat, self.cache_bytes, self.device)
         seeds = self.plan.batch(epoch, step, order)
         b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
         t1 = time.perf_counter()
         if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label)
+            b.fetch_features(g, self.feat, self.label, device=self.device)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         return b
 
@@ -103,11 +104,12 @@ class EdgeTask:
         return b
 
 
-def _ensure_cache(g, feat, budget: int) -> None:
+def _ensure_cache(g, feat, budget: int, device=None) -> None:
     """Give ``g.ndata[feat]`` a hot-row cache of ``budget`` bytes (by in-degree) in
-    the process that gathers the features (trainer or sampler rank), once."""
+    the process that gathers the features (trainer or sampler rank), once; in
+    ``device``'s memory when given."""
     if budget and feat is not None and g.ndata[feat].cache is None:
-        g.ndata[feat].enable_cache(budget, graph=g)
+        g.ndata[feat].enable_cache(budget, graph=g, device=device)
 
 
 class _Loader:
@@ -159,6 +161,8 @@ class _Loader:
         ctx.on_finalize(self._close_source, first=True)     # before the samplers are released
         if tcomm.allreduce(int(mode == "samplers"), op=MPI.SUM) not in (0, tcomm.Get_size()):
             raise InputError(f"{what}: some trainers use sampler ranks and others do not")
+        if mode == "samplers" and getattr(self.task, "device", None) is not None:
+            self.task.device = None       # batches cross MPI from the sampler ranks: host memory
         if mode == "samplers":
             from .remote import RemoteLoader
 
@@ -296,17 +300,20 @@ class DistNodeDataLoader(_Loader):
     module doc; ``feat``/``label``: node features gathered into ``x``/``y`` (None
     skips).  ``cache_bytes``: keep the features of the highest reaching-degree nodes of
     other nodes' partitions in the memory of whoever gathers them (trainer or
-    sampler rank), up to that many bytes (:mod:`hpcgnn.graph.cache`).  Collective
-    over the trainers.  Every trainer gets ``len(loader)`` batches per epoch (see
+    sampler rank), up to that many bytes (:mod:`hpcgnn.graph.cache`).  ``device``
+    (e.g. ``"cuda:0"``): ``x``/``y`` are assembled in that device's memory and the
+    cache lives there (inline and thread modes; batches from sampler ranks arrive in
+    host memory).  Collective over the trainers.  Every trainer gets ``len(loader)`` batches per epoch (see
     :mod:`hpcgnn.sampling.plan`).
     """
 
     def __init__(self, g, nids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  *, seed: int | None = None, prefetch: int = 2, mode: str = "auto",
-                 feat: str | None = "feat", label: str | None = "label", cache_bytes: int = 0):
+                 feat: str | None = "feat", label: str | None = "label", cache_bytes: int = 0, device=None):
         _check_features(g, feat, label, "DistNodeDataLoader")
+        dev = None if device is None else str(torch.device(device))
         super().__init__(g, nids, batch_size, shuffle, drop_last, seed, prefetch, mode, "DistNodeDataLoader",
-                         lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes)))
+                         lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes), dev))
 
 
 class DistEdgeDataLoader(_Loader):

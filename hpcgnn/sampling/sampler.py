@@ -100,7 +100,7 @@ class NeighborSampler:
             raise InputError(f"NeighborSampler: seeds must be unique ({len(s) - len(relabel)} repeated)")
         num_nodes, num_edges = [len(s)], []
         srcs, dsts, eids, etypes = [], [], [], []
-        typed = g._t.num_etypes > 1 or any(isinstance(f, dict) for f in self.fanouts)
+        typed = g._t.num_etypes > 1 or len(g.ntypes) > 1 or any(isinstance(f, dict) for f in self.fanouts)
         if typed and wstore is not None:
             raise InputError("NeighborSampler: prob= is not supported on graphs with several edge types")
         frontier, begin = s, 0

@@ -83,18 +83,40 @@ def seed_all(seed: int) -> None:
 
 
 def pick_device(setting: str, ctx):
-    """``auto``: this trainer's GPU when CUDA is available (trainers of a node take
-    the node's GPUs in turn), else the CPU; ``cpu``; ``cuda`` (an error without)."""
+    """Collective over the trainers.  ``auto``: this trainer's GPU when CUDA is
+    available (the trainers of a host take its GPUs in turn, one each), else the CPU;
+    ``cpu``; ``cuda`` (an error without).  More trainers on a host than GPUs is an
+    error on every trainer (NCCL needs a GPU per trainer)."""
+    from ..comm.agree import agreed
+    from ..comm.context import host_index
     from ..errors import InputError
 
     if setting not in ("auto", "cpu", "cuda"):
         raise InputError(f"device must be auto, cpu or cuda, got {setting!r}")
-    if setting == "cpu" or (setting == "auto" and not torch.cuda.is_available()):
+    tc = ctx.trainer_comm
+    with LOCK:
+        want = tc.allreduce(int(setting == "cuda" or (setting == "auto" and torch.cuda.is_available())),
+                            op=MPI.MIN)
+    with agreed(tc):
+        if setting == "cuda" and not torch.cuda.is_available():
+            raise InputError(f"device=cuda but rank {ctx.rank} sees no CUDA device")
+    if not want:           # a trainer without a GPU: every trainer stays on the CPU (one DDP backend)
         return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise InputError(f"device=cuda but rank {ctx.rank} sees no CUDA device")
-    local = ctx.node_role_comm.Get_rank() if ctx.node_role_comm is not None else 0
-    return torch.device("cuda", local % torch.cuda.device_count())
+    with LOCK:
+        index, count, host = host_index(tc)
+    device = torch.device("cuda", index % torch.cuda.device_count())
+    # the same physical GPU for two trainers of a host (e.g. 4 trainers, 1 GPU) fails in NCCL:
+    # compare the chosen GPUs' UUIDs (each rank may see its own GPU as device 0 under
+    # CUDA_VISIBLE_DEVICES / srun --gpus-per-task, which is fine)
+    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", f"{host}:{device.index}"))
+    with LOCK:
+        seen = tc.allgather((host, uuid))
+    with agreed(tc):
+        if sum(1 for h, u in seen if h == host and u == uuid) > 1:
+            raise InputError(f"{count} trainers on host {host} share GPU {uuid} (rank {ctx.rank} sees "
+                             f"{torch.cuda.device_count()} GPU(s)): NCCL needs one GPU per trainer; use fewer "
+                             "trainers per host, or device=cpu")
+    return device
 
 
 def wrap_ddp(ctx, model, device=None, find_unused_parameters: bool = False):

@@ -11,8 +11,9 @@ from torch import nn
 class RGCN(nn.Module):
     """``in_dims``: node type -> feature width, for the types that have features;
     every other type of ``ntypes`` starts from a learned vector of its own.  Inputs
-    are projected to ``hidden``, then ``num_layers`` ``HeteroConv`` layers (ReLU and
-    dropout between them) compute the seeds' ``out_dim`` logits."""
+    are projected to ``hidden``, then ``num_layers`` layers, each a ``HeteroConv`` (one
+    ``SAGEConv`` per edge type, summed) plus a per-type self-connection (ReLU and
+    dropout between them), compute the seeds' ``out_dim`` logits."""
 
     def __init__(self, in_dims: dict, ntypes, canonical_etypes, hidden: int, out_dim: int, num_layers: int,
                  dropout: float = 0.5):
@@ -26,6 +27,10 @@ class RGCN(nn.Module):
         self.convs = nn.ModuleList(
             HeteroConv({tuple(et): SAGEConv(a, b) for et in canonical_etypes}, aggr="sum")
             for a, b in zip(dims[:-1], dims[1:]))
+        # R-GCN's self-connection W_0 per node type: every node gets an output, also one
+        # that no sampled edge reaches (a seed without in-edges)
+        self.roots = nn.ModuleList(nn.ModuleDict({t: nn.Linear(a, b, bias=False) for t in ntypes})
+                                   for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
         self.dims = dims
 
@@ -39,10 +44,9 @@ class RGCN(nn.Module):
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
             edges = {k: v for k, v in edge_index_dict.items() if k[0] in h and k[2] in h}
-            out = conv(h, edges)
+            msg = conv(h, edges) if edges else {}
+            out = {t: self.roots[i][t](v) + msg[t] if t in msg else self.roots[i][t](v) for t, v in h.items()}
             if i < last:
                 out = {t: F.dropout(F.relu(v), p=self.dropout, training=self.training) for t, v in out.items()}
-                for t, v in h.items():          # types that received no message keep their state
-                    out.setdefault(t, v)
             h = out
         return h[seed_type][:batch_size]

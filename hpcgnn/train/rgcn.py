@@ -74,6 +74,9 @@ def _setup(cfg: RGCNConfig, g, tc):
         if len(g.ntypes) < 2 and len(g.canonical_etypes) < 2:
             raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} is homogeneous; train it with "
                              "examples/node_classification.py")
+        if g.get_partition_book().etypes == ["_E"]:
+            raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has node types but no edge types; "
+                             "partition a raw graph with /edges/type and the etypes attribute")
         seed_type = cfg.seed_type or (conf["node_feats"][cfg.label].get("ntypes") or [g.ntypes[0]])[0]
         if seed_type not in g.ntypes:
             raise InputError(f"{cfg.part_config}: seed_type {seed_type!r} is not a node type of "
@@ -133,12 +136,14 @@ def run(cfg: RGCNConfig) -> dict | None:
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     sampler = NeighborSampler(cfg.fanouts)
     feat = cfg.feat if cfg.feat in g.ndata else None
+    on_gpu = device if device.type == "cuda" else None
     loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, seed=cfg.seed,
-                                prefetch=cfg.prefetch, feat=feat, label=cfg.label, cache_bytes=cfg.cache_bytes)
+                                prefetch=cfg.prefetch, feat=feat, label=cfg.label, cache_bytes=cfg.cache_bytes,
+                                device=on_gpu)
     with LOCK:
         everyone = tc.allreduce(int(len(val_ids) > 0 and len(test_ids) > 0), op=MPI.MIN) == 1
     evals = {k: DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=cfg.seed + 1 + i, prefetch=cfg.prefetch,
-                                   feat=feat, label=cfg.label)
+                                   feat=feat, label=cfg.label, device=on_gpu)
              for i, (k, ids) in enumerate((("val_acc", val_ids), ("test_acc", test_ids)))} if everyone else {}
     meta = {"graph_name": g.graph_name, "model": json.dumps({"dims": model.dims, "kind": "RGCN"}),
             "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
