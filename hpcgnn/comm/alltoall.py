@@ -52,7 +52,6 @@ def exchange_counts(comm, send_counts: np.ndarray) -> np.ndarray:
 
 def _alltoallv_sorted(comm, buf: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray) -> np.ndarray:
     """Exchange rows already grouped by destination (row = first axis)."""
-    size = comm.Get_size()
     tail = buf.shape[1:]
     row_bytes = int(np.prod(tail, dtype=np.int64)) * buf.dtype.itemsize
     out = np.empty((int(recv_counts.sum()),) + tail, dtype=buf.dtype)
