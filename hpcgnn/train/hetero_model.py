@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kernels import dropout, mean_adjacency
+
 
 class RGCN(nn.Module):
     """``in_dims``: node type -> feature width, for the types that have features;
@@ -43,10 +45,11 @@ class RGCN(nn.Module):
             h[t] = self.inputs[t](x_dict[t].float()) if t in self.inputs else self.embed[t].expand(n, -1)
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
-            edges = {k: v for k, v in edge_index_dict.items() if k[0] in h and k[2] in h}
+            edges = {k: mean_adjacency(v, h[k[2]].shape[0], h[k[0]].shape[0])
+                     for k, v in edge_index_dict.items() if k[0] in h and k[2] in h}
             msg = conv(h, edges) if edges else {}
             out = {t: self.roots[i][t](v) + msg[t] if t in msg else self.roots[i][t](v) for t, v in h.items()}
             if i < last:
-                out = {t: F.dropout(F.relu(v), p=self.dropout, training=self.training) for t, v in out.items()}
+                out = {t: dropout(F.relu(v), p=self.dropout, training=self.training) for t, v in out.items()}
             h = out
         return h[seed_type][:batch_size]

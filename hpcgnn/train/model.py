@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kernels import dropout, mean_adjacency
+
 
 class SAGE(nn.Module):
     """``num_layers`` mean-aggregation ``SAGEConv`` layers with ReLU and dropout
@@ -28,12 +30,12 @@ class SAGE(nn.Module):
     def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int | None = None) -> torch.Tensor:
         """Layer ``i`` on a bipartite graph: messages from the rows of ``x`` to its
         first ``num_dst`` rows (all rows when None), the only ones computed."""
-        if num_dst is not None:
-            x = (x, x[:num_dst])
-        x = self.convs[i](x, edge_index)
+        nd = x.shape[0] if num_dst is None else num_dst
+        adj = mean_adjacency(edge_index, nd, x.shape[0])
+        x = self.convs[i]((x, x[:nd]), adj)
         if i < self.num_layers - 1:
             x = F.relu(x)
-            x = F.dropout(x, p=self.dropout, training=self.training)
+            x = dropout(x, p=self.dropout, training=self.training)
         return x
 
     def forward(self, x, edge_index, num_sampled_nodes=None, num_sampled_edges=None):

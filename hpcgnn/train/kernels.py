@@ -1,0 +1,80 @@
+"""Faster CPU building blocks for the models: dropout and mean aggregation.
+
+On CPUs two parts of a GraphSAGE step cost more than its matrix products
+(profile of a products-sized batch, 1 thread, in docs/benchmarks.md):
+
+- PyTorch's dropout draws one Mersenne-Twister number per element; :func:`dropout`
+  uses the compiled counter-based mask of ``ext/src/dropout.c`` instead, seeded by
+  one draw from PyTorch's generator, so ``torch.manual_seed`` and saved RNG states
+  still make runs reproducible (bitwise resume);
+- message passing on an ``edge_index`` materialises one feature row per edge and
+  scatters them back; :func:`mean_adjacency` hands PyG's layers a sparse CSR matrix
+  instead, which they aggregate with one sparse-dense product (same result, the sum
+  over a destination's neighbours in the same order).
+
+On GPUs, and for tensors the kernels do not cover, both fall back to the plain
+PyTorch/PyG path.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from .. import _ext
+
+
+class _Dropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p: float, seed: int):
+        xc = x.detach().contiguous()
+        mask = torch.empty(xc.numel(), dtype=torch.uint8)
+        _ext.dropout_mask(mask.numpy(), p, seed)
+        out = torch.empty_like(xc)
+        scale = 1.0 / (1.0 - p)
+        _ext.dropout_apply(xc.view(-1).numpy(), mask.numpy(), scale, out.view(-1).numpy())
+        ctx.save_for_backward(mask)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (mask,) = ctx.saved_tensors
+        g = grad.detach().contiguous()
+        out = torch.empty_like(g)
+        _ext.dropout_apply(g.view(-1).numpy(), mask.numpy(), ctx.scale, out.view(-1).numpy())
+        return out, None, None
+
+
+def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
+    """``F.dropout(x, p, training)``: zeroes each element with probability ``p`` and
+    scales the rest by ``1 / (1 - p)``.  float32 CPU tensors use the compiled mask
+    (p honoured to 2^-17); anything else goes to ``F.dropout``."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu" or x.dtype != torch.float32 or not 0.0 < p < 1.0:
+        return F.dropout(x, p=p, training=True)
+    seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+    return _Dropout.apply(x, float(p), seed)
+
+
+def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int):
+    """The adjacency a PyG layer aggregates along: for CPU tensors, a
+    ``[num_dst, num_src]`` sparse CSR matrix of ones (row ``d`` = the sources of
+    the edges into ``d``, in edge order); otherwise ``edge_index`` itself.
+    ``edge_index[1]`` must be < ``num_dst`` and ``edge_index[0]`` < ``num_src``.
+    Edges already sorted by destination (what the sampler emits) need no sort."""
+    if edge_index.device.type != "cpu":
+        return edge_index
+    src, dst = edge_index[0], edge_index[1]
+    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
+    indptr = torch.zeros(num_dst + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=indptr[1:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # "sparse CSR support is in beta"
+        return torch.sparse_csr_tensor(indptr, src.to(torch.int64).contiguous(),
+                                       torch.ones(src.numel(), dtype=torch.float32),
+                                       size=(num_dst, num_src), check_invariants=False)

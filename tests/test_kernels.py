@@ -1,0 +1,87 @@
+"""The models' CPU kernels (hpcgnn.train.kernels) against PyTorch/PyG references."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("hpcgnn._ext")
+from hpcgnn.train.kernels import dropout, mean_adjacency  # noqa: E402
+from hpcgnn.train.model import SAGE  # noqa: E402
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_rate_scale_and_gradient(p):
+    torch.manual_seed(0)
+    x = (torch.rand(1_000_003) + 1.0).requires_grad_(True)      # odd length: the kernel's tail
+    y = dropout(x, p, training=True)
+    kept = y != 0
+    n = x.numel()
+    sd = (p * (1 - p) / n) ** 0.5
+    assert abs((1 - kept.float().mean().item()) - p) < 6 * sd
+    assert torch.allclose(y[kept], x[kept] / (1 - p))
+    g = torch.randn(n)
+    y.backward(g)
+    assert torch.allclose(x.grad, torch.where(kept, g / (1 - p), torch.zeros(())), rtol=1e-6, atol=0)
+    # no pattern along the tensor: each quarter keeps its share too
+    for q in kept.float().chunk(4):
+        assert abs((1 - q.mean().item()) - p) < 12 * sd
+
+
+def test_dropout_follows_torch_seed_and_eval():
+    x = torch.ones(4096, 64)
+    torch.manual_seed(7)
+    a = dropout(x, 0.5)
+    torch.manual_seed(7)
+    b = dropout(x, 0.5)
+    c = dropout(x, 0.5)
+    assert torch.equal(a, b) and not torch.equal(b, c)
+    assert dropout(x, 0.5, training=False) is x
+    assert dropout(x, 0.0) is x
+    assert not dropout(x, 1.0).any()
+    d = dropout(x.double(), 0.5)            # other dtypes: PyTorch's dropout
+    assert d.dtype == torch.float64 and set(d.unique().tolist()) <= {0.0, 2.0}
+
+
+def _bipartite(seed, num_src, num_dst, num_edges, sort):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src, (num_edges,), generator=g)
+    dst = torch.randint(0, num_dst - 3, (num_edges,), generator=g)       # the last 3 receive nothing
+    if sort:
+        o = torch.argsort(dst, stable=True)
+        src, dst = src[o], dst[o]
+    return torch.stack([src, dst])
+
+
+@pytest.mark.parametrize("sort", [True, False])
+def test_sage_layer_matches_pyg_edge_index(sort):
+    """Aggregating along the CSR adjacency gives PyG's edge_index result and gradients."""
+    from torch_geometric.nn import SAGEConv
+
+    torch.manual_seed(1)
+    ns, nd = 500, 120
+    ei = _bipartite(3, ns, nd, 3000, sort)
+    model = SAGE(16, 8, 5, 2, dropout=0.0)
+    x = torch.randn(ns, 16, requires_grad=True)
+    out = model.layer(0, x, ei, num_dst=nd)
+    ref_conv = SAGEConv(16, 8)
+    ref_conv.load_state_dict(model.convs[0].state_dict())
+    x2 = x.detach().clone().requires_grad_(True)
+    ref = F.relu(ref_conv((x2, x2[:nd]), ei))
+    assert torch.allclose(out, ref, atol=1e-6)
+    w = torch.randn_like(out)
+    (out * w).sum().backward()
+    (ref * w).sum().backward()
+    assert torch.allclose(x.grad, x2.grad, atol=1e-6)
+    for a, b in zip(model.convs[0].parameters(), ref_conv.parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-5)
+    adj = mean_adjacency(ei, nd, ns)
+    assert adj.layout == torch.sparse_csr and adj.shape == (nd, ns)
+    assert torch.equal(adj.crow_indices()[-4:], torch.full((4,), ei.shape[1]))    # empty rows
+
+
+def test_mean_adjacency_keeps_edge_index_off_cpu():
+    ei = torch.zeros(2, 0, dtype=torch.int64)
+    adj = mean_adjacency(ei, 4, 4)
+    assert adj._nnz() == 0 and adj.shape == (4, 4)
+    if torch.cuda.is_available():
+        e = ei.cuda()
+        assert mean_adjacency(e, 4, 4) is e
