@@ -31,16 +31,18 @@ from .assign import local_degrees, owner_of
 
 
 def access_scores(comm, vtxdist: np.ndarray, src: np.ndarray, dst: np.ndarray, seed_part: np.ndarray,
-                  fanouts, nparts: int, edge_dir: str = "in") -> np.ndarray:
+                  fanouts, nparts: int, edge_dir: str = "in", degree: np.ndarray | None = None) -> np.ndarray:
     """Collective: ``score[u - lo, p]`` (float64) for this rank's node block.
 
     ``src``/``dst``: this rank's block of the input edges (original ids);
     ``seed_part[i]``: partition of local node ``lo + i`` when it is a seed, else -1.
-    ``edge_dir='in'``: sampling goes from a node to the sources of its in-edges."""
+    ``edge_dir='in'``: sampling goes from a node to the sources of its in-edges.
+    ``degree``: the block's sampling-direction degrees when the caller has them
+    (``local_degrees`` of the owner endpoints; saves that all-to-all)."""
     rank = comm.Get_rank()
     lo, n = int(vtxdist[rank]), int(vtxdist[rank + 1] - vtxdist[rank])
     own, other = (dst, src) if edge_dir == "in" else (src, dst)
-    deg = local_degrees(comm, vtxdist, own).astype(np.float64)
+    deg = (local_degrees(comm, vtxdist, own) if degree is None else degree).astype(np.float64)
     uniq, inv = unique_inverse(own)
     inv = inv.reshape(-1)
     dest_other = owner_of(vtxdist, other)
@@ -141,10 +143,12 @@ DEFAULT_FANOUTS = (25, 10)
 
 
 def frequency_refine(comm, src, path: str, vtxdist, src_ids, dst_ids, parts: np.ndarray, seeds: str, fanouts,
-                     edge_dir: str, nparts: int, ubvec: float) -> tuple[np.ndarray, dict]:
+                     edge_dir: str, nparts: int, ubvec: float, degree: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, dict]:
     """Collective: the pipeline's step.  ``seeds``: the node mask whose nodes the
-    trainers sample from (they keep their partition).  Returns (the movable mask,
-    the JSON record: settings, moves, expected remote-read fraction before/after)."""
+    trainers sample from (they keep their partition); ``degree``: as for
+    :func:`access_scores`.  Returns (the movable mask, the JSON record: settings,
+    moves, expected remote-read fraction before/after)."""
     rank = comm.Get_rank()
     with agreed(comm):
         if seeds not in src.node_cols:
@@ -155,7 +159,8 @@ def frequency_refine(comm, src, path: str, vtxdist, src_ids, dst_ids, parts: np.
             raise InputError(f"{path}: dataset '/nodes/data/{seeds}' (the frequency partitioner's seeds) must be "
                              f"a 1-D mask, has dtype {mask.dtype} shape {mask.shape} (rank {rank})")
     is_seed = mask.astype(bool)
-    score = access_scores(comm, vtxdist, src_ids, dst_ids, np.where(is_seed, parts, -1), fanouts, nparts, edge_dir)
+    score = access_scores(comm, vtxdist, src_ids, dst_ids, np.where(is_seed, parts, -1), fanouts, nparts, edge_dir,
+                           degree)
     before = remote_fraction(comm, parts, score)
     moved = assign_by_score(comm, parts, score, ~is_seed, nparts, ubvec)
     after = remote_fraction(comm, parts, score)

@@ -197,9 +197,9 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
             clock.lap("assign")
         freq_info = {}
         if (method == "frequency" or refine == "frequency") and num_parts > 1:
-            movable, freq_info = frequency_refine(comm, src, input_path, vtxdist, src_ids, dst_ids, parts, seeds,
-                                                  fanouts, edge_dir, num_parts, ubvec)
             degree = local_degrees(comm, vtxdist, dst_ids if edge_dir == "in" else src_ids)
+            movable, freq_info = frequency_refine(comm, src, input_path, vtxdist, src_ids, dst_ids, parts, seeds,
+                                                  fanouts, edge_dir, num_parts, ubvec, degree)
             for k in zero_one:               # masks the moves unbalanced (the seeds did not move)
                 if k in constraints:
                     rebalanced += rebalance(comm, parts, weights[k], degree, num_parts, balance_tol, movable=movable)
