@@ -28,9 +28,9 @@ Choices made by measurement (Open MPI 4.1.4, see ``docs``/the report):
   ``shm="node"`` (or ``HPCGNN_SHM_SCOPE=node``) shares memory only inside each
   (virtual) node, so that virtual nodes on one machine behave like separate hosts
   (tests over TCP); run those with ``--mca osc sm,pt2pt``.
-* Rows read from mapped memory are copied by a compiled loop that prefetches rows a
-  few iterations ahead (``ext/src/gather_rows.c``): 1.3-2.4x ``torch.index_select``
-  on random rows of a large table.
+* Rows read from mapped memory are copied by a compiled loop that prefetches the
+  next block of rows while copying one (``ext/src/gather_rows.c``): 1.4-1.6x
+  ``torch.index_select`` on 100k random rows of a large table (docs/benchmarks.md).
 * Ids are *not* sorted by offset before a gather: here the extra pass that restores
   the caller's order costs more than sorted reads save (0.5-0.7x).
 
@@ -59,15 +59,7 @@ from .datatypes import default_owners as _default_owners
 from .datatypes import element_type as _element_type
 from .datatypes import op_name as _op_name
 from .mpi import MPI, serialized
-
-try:  # compiled row gathers with software prefetch (ext/src/gather_rows.c)
-    from .._ext import gather_rows as _ext_gather_rows
-except ImportError:  # pragma: no cover - depends on the build
-    _ext_gather_rows = None
-try:
-    from .._ext import gather_ranges as _ext_gather_ranges
-except ImportError:  # pragma: no cover - an older build of ext/
-    _ext_gather_ranges = None
+from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
 
 try:
     import torch
@@ -255,8 +247,7 @@ class RowStore:
     def gather(self, ids, out: np.ndarray | None = None, cache=None) -> np.ndarray:
         """Independent: the rows of ``ids`` (global, any order, repeats allowed), in
         the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``).
-        ``cache``: ``(sorted ids, their rows)`` served from memory instead (with the
-        compiled kernel; otherwise ignored)."""
+        ``cache``: ``(sorted ids, their rows)`` served from memory instead."""
         self._check_open()
         ids = rs.as_ids(ids, self.nrows, self._where)
         n = len(ids)
@@ -267,30 +258,7 @@ class RowStore:
             raise InputError(f"{self._where}: out must be a C-contiguous {self.dtype} array of shape {want}")
         if n == 0 or self.row_bytes == 0:
             return out
-        if _ext_gather_ranges is not None:
-            return self._gather_ranges(ids, out, cache)
-        perm, counts = rs.group(ids, self._bounds)
-        sids = ids if perm is None else ids[perm]
-        dst = out if perm is None else np.empty_like(out)
-        flat = dst.reshape(n, -1)
-        pending, local = [], []
-        a = 0
-        for k, c in enumerate(counts.tolist()):
-            if c == 0:
-                continue
-            offs = sids[a:a + c] - self._bounds[k]
-            if self._direct(k):
-                local.append((k, offs, a, c))
-            else:
-                win = self._shwin if self._route[k] == SHM else self._win
-                pending += self._rma(win, int(self._target[k]), k, offs, flat[a:a + c], "get")
-            a += c
-        for k, offs, a, c in local:          # overlap: local copies while Gets are in flight
-            self._copy_local(self._views[k], offs, flat[a:a + c])
-        self._complete(pending)
-        if perm is not None:
-            self._unpermute(out.reshape(n, -1), perm, flat)
-        return out
+        return self._gather_ranges(ids, out, cache)
 
     def _direct(self, k: int) -> bool:
         return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self.direct_shm_reads))
@@ -342,16 +310,6 @@ class RowStore:
         if cache is not None:
             self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
         return out
-
-    def _copy_local(self, view: np.ndarray, offs: np.ndarray, dst2d: np.ndarray) -> None:
-        src = view.reshape(len(view), -1)
-        if _ext_gather_rows is not None:
-            # prefetching C loop: 1.3-2.4x torch.index_select on random rows
-            _ext_gather_rows(src, np.ascontiguousarray(offs, dtype=np.int64), dst2d)
-        elif self._torch_ok:
-            torch.index_select(torch.from_numpy(src), 0, torch.from_numpy(offs), out=torch.from_numpy(dst2d))
-        else:
-            np.take(src, offs, axis=0, out=dst2d)
 
     def _unpermute(self, out2d: np.ndarray, perm: np.ndarray, grouped2d: np.ndarray) -> None:
         if self._torch_ok:
