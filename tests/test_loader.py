@@ -84,6 +84,27 @@ def test_loader_resumes_at_the_step_it_stopped(graph):
     assert L3.state_dict()["epoch"] == 1 and L3.state_dict()["step"] == 0
 
 
+def test_loader_state_after_an_epochs_last_batch_and_finish_epoch(graph):
+    """A checkpoint taken at an epoch's last batch, or after the caller ended the
+    epoch early (finish_epoch: ``epoch_steps``), resumes at the next epoch's start."""
+    g, _, _ = graph
+    L = DistNodeDataLoader(g, np.arange(200), NeighborSampler([3]), batch_size=50, seed=5, mode="inline")
+    it = iter(L)
+    for _ in range(len(L)):
+        next(it)
+    assert L.state_dict()["epoch"] == 1 and L.state_dict()["step"] == 0
+    it.close()
+    it = iter(L)                      # epoch 1
+    next(it)
+    assert L.state_dict()["epoch"] == 1 and L.state_dict()["step"] == 1
+    L.finish_epoch()
+    it.close()
+    assert L.state_dict()["epoch"] == 2 and L.state_dict()["step"] == 0
+    L.finish_epoch()                  # nothing iterated since: stays
+    assert L.state_dict()["epoch"] == 2 and L.state_dict()["step"] == 0
+    assert sum(1 for _ in L) == len(L) and L.state_dict()["epoch"] == 3
+
+
 def test_edge_loader_negatives_and_exclusion(graph):
     g, o, _ = graph
     eids = np.arange(0, len(o.src), 5)

@@ -84,3 +84,36 @@ def test_rgcn_separate_mode_trains_the_same_model(mpirun, mag, tmp_path):
     assert "loader mode samplers" in sep.stdout
     a, b = torch.load(tmp_path / "co" / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.timeout(600)
+def test_rgcn_resume_gives_the_same_model(mpirun, mag, tmp_path):
+    """Stopped by --max-steps after a checkpoint, resumed: bitwise the model of an
+    uninterrupted run (the shared step loop, hpcgnn.train.loop)."""
+    import torch
+
+    _, cfg = mag
+    common = ["--epochs", "3", "--epoch-steps", "6", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3",
+              "--progress", "off", "--eval-every", "0", "--seed", "5",
+              "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2"]
+
+    def train(run, *extra):
+        r = mpirun(4, [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / run), *common,
+                       *extra], timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r
+
+    train("a")
+    a = torch.load(tmp_path / "a" / "model.pt")
+    # cut inside epoch 1, and at the end of epoch 0 (epoch_steps ends it early)
+    for run, cut_at in (("b", 8), ("c", 6)):
+        cut = train(run, "--checkpoint-every", "4", "--max-steps", str(cut_at))
+        assert f"stopped at step {cut_at}" in cut.stdout
+        again = train(run, "--resume")
+        assert "resumed from" in again.stdout and f"at step {cut_at}" in again.stdout
+        b = torch.load(tmp_path / run / "model.pt")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), run
+        rows = [json.loads(ln) for ln in (tmp_path / run / "log.jsonl").read_text().splitlines()]
+        got = [(r["epoch"], r["steps"]) for r in rows if r["kind"] == "epoch"]
+        # no epoch twice, no step twice (a run stopped by a signal logs no row for its last epoch)
+        assert got == ([(0, 6), (1, 4), (2, 6)] if cut_at == 8 else [(1, 6), (2, 6)]), got

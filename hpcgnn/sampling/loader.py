@@ -179,6 +179,14 @@ class _Loader:
         """Iterate epoch ``epoch`` next (from its first step)."""
         self._epoch, self._start = int(epoch), 0
 
+    def finish_epoch(self) -> None:
+        """End the epoch being iterated here (a caller that stops it early, as
+        ``epoch_steps`` does): the next iteration, and :meth:`state_dict`, start
+        the next epoch."""
+        e = self.position[0] + (1 if self.position[1] > 0 else 0)
+        self._epoch, self._start = e, 0
+        self.position = (e, 0)
+
     def state_dict(self) -> dict:
         """Where the next iteration starts: ``{"epoch", "step"}`` (for checkpoints)."""
         e, s = self.position
@@ -213,7 +221,8 @@ class _Loader:
                 self.stats["sampled_edges"] += b.num_edges
                 self.stats["sample_s"] += b.extra.get("sample_s", 0.0)
                 self.stats["fetch_s"] += b.extra.get("fetch_s", 0.0)
-                self.position = (epoch, step + 1)
+                # after an epoch's last batch, a checkpoint resumes at the next epoch
+                self.position = (epoch, step + 1) if step + 1 < self.plan.steps else (epoch + 1, 0)
                 yield b
             self.position = (epoch + 1, 0)
         finally:

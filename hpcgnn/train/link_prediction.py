@@ -52,21 +52,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..comm import signals
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import DistEmbedding, SparseAdagrad, edge_split
 from ..sampling import DistEdgeDataLoader, NeighborSampler
 from ..sampling.negative import Uniform
-from . import checkpoint
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
-from .common import check_run_dir, newest_checkpoint, seed_all, start, wrap_ddp
+from .common import check_run_dir, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
-from .common import rng_state as _rng_state
-from .common import set_rng_state as _set_rng_state
+from .loop import Checkpoints, progress_bar, run_steps, stop_message
 from .runlog import RunLog
 
 
@@ -277,18 +274,8 @@ def run(cfg: LinkConfig) -> dict | None:
             "trainers": tc.Get_size()}
     tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
 
-    step, start_epoch = 0, 0
-    resumed_from = None
-    if cfg.resume:
-        found = newest_checkpoint(tc, cfg.run_dir)
-        if found:
-            step, rep, own = checkpoint.load(tc, found, meta, tensors=tensors)
-            model.load_state_dict(rep["model"])
-            opt.load_state_dict(rep["optimizer"])
-            _set_rng_state(own["rng"])
-            train_loader.load_state_dict(own["loader"])
-            start_epoch = train_loader.state_dict()["epoch"]
-            resumed_from = found
+    ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader, tensors=tensors)
+    step, start_epoch, resumed_from = ckpt.resume() if cfg.resume else (0, 0, None)
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
     n_sets = _allsum(tc, [len(shares[k]) for k in ("train", "val", "test")])
     if me == 0:
@@ -297,56 +284,31 @@ def run(cfg: LinkConfig) -> dict | None:
               f"train/val/test {int(n_sets[0])}/{int(n_sets[1])}/{int(n_sets[2])}"
               + (f", resumed from {resumed_from} at step {step}" if resumed_from else ""), flush=True)
 
-    def save():
-        checkpoint.save(tc, cfg.run_dir, step, meta,
-                        {"model": model.state_dict(), "optimizer": opt.state_dict()},
-                        {"rng": _rng_state(), "loader": train_loader.state_dict()}, tensors=tensors)
-
-    show = me == 0 and (cfg.progress == "on" or (cfg.progress == "auto" and sys.stderr.isatty()))
     ordered = cfg.emb_updates == "ordered"
+
+    def train_step(b):
+        held.drop_from(b)
+        opt.zero_grad()
+        sparse.zero_grad()
+        logits = ddp(_inputs(b, emb), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges, b.edge_label_index)
+        loss = F.binary_cross_entropy_with_logits(logits, b.edge_label)
+        loss.backward()
+        opt.step()
+        _sparse_step(sparse, emb, tc, ordered)
+        return loss, ((logits > 0).float() == b.edge_label).sum(), len(b.edge_label)
+
     stopped = False
     for epoch in range(start_epoch, cfg.epochs):
         t_epoch = time.perf_counter()
-        compute = 0.0
         timer.seconds = 0.0
-        loss_sum = correct = seen = 0.0
-        bar = None
-        if show:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(train_loader), desc=f"epoch {epoch}", file=sys.stderr, leave=False)
-        for b in train_loader:
-            t0 = time.perf_counter()
-            held.drop_from(b)
-            opt.zero_grad()
-            sparse.zero_grad()
-            logits = ddp(_inputs(b, emb), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges,
-                         b.edge_label_index)
-            loss = F.binary_cross_entropy_with_logits(logits, b.edge_label)
-            loss.backward()
-            opt.step()
-            _sparse_step(sparse, emb, tc, ordered)
-            compute += time.perf_counter() - t0
-            P = len(b.edge_label)
-            loss_sum += loss.item() * P
-            correct += int(((logits > 0).float() == b.edge_label).sum())
-            seen += P
-            step += 1
-            if bar is not None:
-                bar.update(1)
-            stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and step >= cfg.max_steps)
-            if stop or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0):
-                save()
-            if stop:
-                stopped = True
-                break
-        if bar is not None:
-            bar.close()
+        r = run_steps(train_loader, train_step, tc, cfg, step, ckpt,
+                      bar=progress_bar(cfg, me == 0, len(train_loader), epoch))
+        step, stopped = r.step, r.stopped
         if stopped:
             break
         st = train_loader.stats
-        tot = _allsum(tc, [loss_sum, correct, seen, st["sampled_edges"]])
-        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds], MPI.MAX)
+        tot = _allsum(tc, [r.loss_sum, r.correct, r.seen, st["sampled_edges"]])
+        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], r.compute_s, timer.seconds], MPI.MAX)
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
                "val_mrr": None, "epoch_s": slow[0], "steps": len(train_loader),
                "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
@@ -359,9 +321,7 @@ def run(cfg: LinkConfig) -> dict | None:
 
     if stopped:
         if me == 0:
-            why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
-            print(f"hpcgnn link prediction: stopped at step {step} ({why}); checkpoint written, "
-                  "resume with --resume", flush=True)
+            print(stop_message("hpcgnn link prediction", step, cfg), flush=True)
         ctx.finalize()
         return {"stopped": True, "step": step, "model": model}
 

@@ -28,20 +28,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..comm import signals
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from . import checkpoint
-from .common import check_run_dir, newest_checkpoint, pick_device, seed_all, start, wrap_ddp
+from .common import check_run_dir, pick_device, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
-from .common import rng_state as _rng_state
-from .common import set_rng_state as _set_rng_state
 from .config import TrainConfig, parse_args
 from .inference import layerwise_inference
+from .loop import Checkpoints, progress_bar, run_steps, stop_message
 from .model import SAGE
 from .runlog import RunLog
 
@@ -122,74 +119,37 @@ def run(cfg: TrainConfig) -> dict | None:
             "model": json.dumps({"dims": model.dims, "kind": "SAGE"}), "fanouts": json.dumps(cfg.fanouts),
             "batch_size": cfg.batch_size, "seed": cfg.seed, "trainers": tc.Get_size()}
 
-    step, start_epoch = 0, 0
-    resumed_from = None
-    if cfg.resume:
-        found = newest_checkpoint(tc, cfg.run_dir)
-        if found:
-            step, rep, own = checkpoint.load(tc, found, meta)
-            model.load_state_dict(rep["model"])
-            opt.load_state_dict(rep["optimizer"])
-            _set_rng_state(own["rng"])
-            train_loader.load_state_dict(own["loader"])
-            start_epoch = train_loader.state_dict()["epoch"]
-            resumed_from = found
+    ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader)
+    step, start_epoch, resumed_from = ckpt.resume() if cfg.resume else (0, 0, None)
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
     if me == 0:
         print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "
               f"loader mode {train_loader.mode}, {len(train_loader)} steps/epoch"
               + (f", resumed from {resumed_from} at step {step}" if resumed_from else ""), flush=True)
 
-    def save():
-        checkpoint.save(tc, cfg.run_dir, step, meta,
-                        {"model": model.state_dict(), "optimizer": opt.state_dict()},
-                        {"rng": _rng_state(), "loader": train_loader.state_dict()})
+    def train_step(b):
+        out = ddp(b.x.float().to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True),
+                  b.num_sampled_nodes, b.num_sampled_edges)
+        y = b.y[: b.batch_size].long().to(device, non_blocking=True)
+        loss = F.cross_entropy(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss, (out.argmax(1) == y).sum(), b.batch_size
 
-    show = me == 0 and (cfg.progress == "on" or (cfg.progress == "auto" and sys.stderr.isatty()))
     stopped = False
     epoch_rows = []
     for epoch in range(start_epoch, cfg.epochs):
         t_epoch = time.perf_counter()
-        compute = 0.0
         timer.seconds = 0.0
-        loss_sum = correct = seen = 0.0
-        bar = None
-        if show:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(train_loader), desc=f"epoch {epoch}", file=sys.stderr, leave=False)
-        first_step = train_loader.position[1] if epoch == start_epoch else 0
-        for b in train_loader:
-            t0 = time.perf_counter()
-            out = ddp(b.x.float().to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True),
-                      b.num_sampled_nodes, b.num_sampled_edges)
-            y = b.y[: b.batch_size].long().to(device, non_blocking=True)
-            loss = F.cross_entropy(out, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            compute += time.perf_counter() - t0
-            loss_sum += loss.item() * b.batch_size
-            correct += int((out.argmax(1) == y).sum())
-            seen += b.batch_size
-            step += 1
-            if bar is not None:
-                bar.update(1)
-            stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and step >= cfg.max_steps)
-            if stop or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0):
-                save()
-            if stop:
-                stopped = True
-                break
-            if cfg.epoch_steps and train_loader.position[1] - first_step >= cfg.epoch_steps:
-                break
-        if bar is not None:
-            bar.close()
+        r = run_steps(train_loader, train_step, tc, cfg, step, ckpt,
+                      bar=progress_bar(cfg, me == 0, len(train_loader), epoch))
+        step, stopped = r.step, r.stopped
         if stopped:
             break
         st = train_loader.stats
-        tot = _allsum(tc, [loss_sum, correct, seen, st["sampled_edges"]])
-        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds,
+        tot = _allsum(tc, [r.loss_sum, r.correct, r.seen, st["sampled_edges"]])
+        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], r.compute_s, timer.seconds,
                                st["sample_s"], st["fetch_s"]], MPI.MAX)
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
                "val_acc": None, "epoch_s": slow[0], "steps": st["batches"],
@@ -207,9 +167,7 @@ def run(cfg: TrainConfig) -> dict | None:
 
     if stopped:
         if me == 0:
-            why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
-            print(f"hpcgnn train: stopped at step {step} ({why}); checkpoint written, "
-                  "resume with --resume", flush=True)
+            print(stop_message("hpcgnn train", step, cfg), flush=True)
         ctx.finalize()
         return {"stopped": True, "step": step, "model": model}
 

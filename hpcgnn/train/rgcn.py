@@ -25,17 +25,15 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..comm import signals
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from . import checkpoint
-from .common import allreduce, allsum, check_run_dir, newest_checkpoint, pick_device, rng_state, seed_all
-from .common import set_rng_state, start, wrap_ddp
+from .common import allreduce, allsum, check_run_dir, pick_device, seed_all, start, wrap_ddp
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
+from .loop import Checkpoints, progress_bar, run_steps, stop_message
 from .runlog import RunLog
 
 
@@ -148,16 +146,8 @@ def run(cfg: RGCNConfig) -> dict | None:
     meta = {"graph_name": g.graph_name, "model": json.dumps({"dims": model.dims, "kind": "RGCN"}),
             "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
             "trainers": tc.Get_size(), "seed_type": seed_type}
-    step, start_epoch, resumed = 0, 0, None
-    if cfg.resume:
-        found = newest_checkpoint(tc, cfg.run_dir)
-        if found:
-            step, rep, own = checkpoint.load(tc, found, meta)
-            model.load_state_dict(rep["model"])
-            opt.load_state_dict(rep["optimizer"])
-            set_rng_state(own["rng"])
-            loader.load_state_dict(own["loader"])
-            start_epoch, resumed = loader.state_dict()["epoch"], found
+    ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, loader)
+    step, start_epoch, resumed = ckpt.resume() if cfg.resume else (0, 0, None)
     log = RunLog(cfg.run_dir, me == 0, append=resumed is not None)
     if me == 0:
         print(f"hpcgnn rgcn: {g}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, seeds {seed_type}, "
@@ -165,40 +155,26 @@ def run(cfg: RGCNConfig) -> dict | None:
               f"{len(loader)} steps/epoch" + (f", resumed from {resumed} at step {step}" if resumed else ""),
               flush=True)
 
-    def save():
-        checkpoint.save(tc, cfg.run_dir, step, meta, {"model": model.state_dict(), "optimizer": opt.state_dict()},
-                        {"rng": rng_state(), "loader": loader.state_dict()})
+    def train_step(b):
+        out, y = _forward(ddp, b, g, cfg, device)
+        loss = F.cross_entropy(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss, (out.argmax(1) == y).sum(), len(y)
 
     stopped, rows = False, []
     for epoch in range(start_epoch, cfg.epochs):
-        t_epoch, compute, loss_sum, correct, seen = time.perf_counter(), 0.0, 0.0, 0, 0
+        t_epoch = time.perf_counter()
         timer.seconds = 0.0
-        first = loader.position[1] if epoch == start_epoch else 0
-        for b in loader:
-            t0 = time.perf_counter()
-            out, y = _forward(ddp, b, g, cfg, device)
-            loss = F.cross_entropy(out, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            compute += time.perf_counter() - t0
-            loss_sum += loss.item() * len(y)
-            correct += int((out.argmax(1) == y).sum())
-            seen += len(y)
-            step += 1
-            stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and step >= cfg.max_steps)
-            if stop or (cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0):
-                save()
-            if stop:
-                stopped = True
-                break
-            if cfg.epoch_steps and loader.position[1] - first >= cfg.epoch_steps:
-                break
+        r = run_steps(loader, train_step, tc, cfg, step, ckpt,
+                      bar=progress_bar(cfg, me == 0, len(loader), epoch))
+        step, stopped = r.step, r.stopped
         if stopped:
             break
         st = loader.stats
-        tot = allsum(tc, [loss_sum, correct, seen])
-        slow = allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], compute, timer.seconds], MPI.MAX)
+        tot = allsum(tc, [r.loss_sum, r.correct, r.seen])
+        slow = allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], r.compute_s, timer.seconds], MPI.MAX)
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
                "val_acc": None, "epoch_s": slow[0], "steps": st["batches"], "wait_s": slow[1],
                "compute_s": slow[2], "allreduce_s": slow[3]}
@@ -210,9 +186,7 @@ def run(cfg: RGCNConfig) -> dict | None:
         rows.append(row)
     if stopped:
         if me == 0:
-            why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
-            print(f"hpcgnn rgcn: stopped at step {step} ({why}); checkpoint written, resume with --resume",
-                  flush=True)
+            print(stop_message("hpcgnn rgcn", step, cfg), flush=True)
         ctx.finalize()
         return {"stopped": True, "step": step, "model": model}
     result = {k: _accuracy(model, ld, g, cfg, device, tc) for k, ld in evals.items()}

@@ -1,0 +1,104 @@
+"""The step loop the training scripts share (node classification, link prediction,
+R-GCN): resume from the newest checkpoint, checkpoint every N steps and on
+SIGUSR1/SIGTERM (agreed by every trainer at a step boundary), ``max_steps`` and
+``epoch_steps``, the per-epoch totals, and the progress bar.  What a step computes
+is the script's ``step_fn``."""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from ..comm import signals
+from . import checkpoint
+from .common import newest_checkpoint, rng_state, set_rng_state
+
+
+class Checkpoints:
+    """Saves and restores what a resumed run needs: the model and optimizer
+    (replicated: written once), each trainer's RNG states and loader position, and
+    ``tensors`` (distributed tables such as a ``DistEmbedding``'s rows)."""
+
+    def __init__(self, tc, run_dir: str, meta: dict, model, opt, loader, tensors: dict | None = None):
+        self.tc, self.run_dir, self.meta = tc, run_dir, meta
+        self.model, self.opt, self.loader, self.tensors = model, opt, loader, tensors
+
+    def save(self, step: int) -> None:
+        """Collective over the trainers."""
+        checkpoint.save(self.tc, self.run_dir, step, self.meta,
+                        {"model": self.model.state_dict(), "optimizer": self.opt.state_dict()},
+                        {"rng": rng_state(), "loader": self.loader.state_dict()}, tensors=self.tensors)
+
+    def resume(self) -> tuple[int, int, str | None]:
+        """Collective: restore the newest complete checkpoint, if any.  Returns
+        (step, epoch to start from, its path or None)."""
+        found = newest_checkpoint(self.tc, self.run_dir)
+        if not found:
+            return 0, 0, None
+        step, rep, own = checkpoint.load(self.tc, found, self.meta, tensors=self.tensors)
+        self.model.load_state_dict(rep["model"])
+        self.opt.load_state_dict(rep["optimizer"])
+        set_rng_state(own["rng"])
+        self.loader.load_state_dict(own["loader"])
+        return step, self.loader.state_dict()["epoch"], found
+
+
+@dataclass
+class EpochSteps:
+    """What :func:`run_steps` did in one epoch on this trainer."""
+    step: int                 # the global step count after the epoch
+    stopped: bool             # a signal or max_steps ended the run (checkpoint written)
+    compute_s: float = 0.0    # time in step_fn
+    loss_sum: float = 0.0     # sum of loss x count
+    correct: int = 0
+    seen: int = 0
+
+
+def progress_bar(cfg, show_here: bool, total: int, epoch: int):
+    """A tqdm bar on stderr where ``cfg.progress`` asks for one (``auto``: when
+    stderr is a terminal), else None."""
+    if not show_here or not (cfg.progress == "on" or (cfg.progress == "auto" and sys.stderr.isatty())):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"epoch {epoch}", file=sys.stderr, leave=False)
+
+
+def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) -> EpochSteps:
+    """One epoch of ``loader`` (the rest of it after a resume):
+    ``step_fn(batch) -> (loss tensor, correct, count)`` does the forward, backward
+    and optimizer steps.  Checkpoints every ``cfg.checkpoint_every`` steps; a stop
+    signal (agreed by every trainer) or ``cfg.max_steps`` checkpoints and ends the
+    run; ``cfg.epoch_steps`` (where the config has it) ends every epoch after its
+    first that many steps, resumed or not."""
+    r = EpochSteps(step=step, stopped=False)
+    epoch_steps = getattr(cfg, "epoch_steps", 0)
+    for b in loader:
+        t0 = time.perf_counter()
+        loss, correct, count = step_fn(b)
+        r.compute_s += time.perf_counter() - t0
+        r.loss_sum += loss.item() * count
+        r.correct += int(correct)
+        r.seen += count
+        r.step += 1
+        if bar is not None:
+            bar.update(1)
+        epoch_over = bool(epoch_steps) and loader.position[1] >= epoch_steps
+        if epoch_over:
+            loader.finish_epoch()         # a checkpoint here resumes at the next epoch
+        stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and r.step >= cfg.max_steps)
+        if stop or (cfg.checkpoint_every > 0 and r.step % cfg.checkpoint_every == 0):
+            ckpt.save(r.step)
+        if stop:
+            r.stopped = True
+            break
+        if epoch_over:
+            break
+    if bar is not None:
+        bar.close()
+    return r
+
+
+def stop_message(prog: str, step: int, cfg) -> str:
+    why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
+    return f"{prog}: stopped at step {step} ({why}); checkpoint written, resume with --resume"
