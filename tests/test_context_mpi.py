@@ -101,3 +101,28 @@ def test_finalize_frees_tracked_windows_in_reverse_order():
     ctx.finalize()
     assert freed == ["b", "a"]
     ctx.finalize()  # idempotent
+
+
+@pytest.mark.mpi(min_size=2)
+def test_host_index_spans_virtual_nodes_and_pick_device():
+    """GPUs are per physical host: the trainers of every virtual node on this host are
+    numbered 0..count-1 together (what pick_device hands out GPUs by)."""
+    import torch
+
+    from hpcgnn.comm.context import host_index
+    from hpcgnn.errors import InputError
+    from hpcgnn.train.common import pick_device
+
+    ctx = hpcgnn.comm.initialize(layout="servers=0,samplers=0,trainers=1", ranks_per_node=1)
+    tc = ctx.trainer_comm
+    index, count, host = host_index(tc)
+    assert ctx.num_nodes == world.Get_size()          # one virtual node per rank, one host
+    assert count == tc.Get_size() and host == MPI.Get_processor_name()
+    assert sorted(tc.allgather(index)) == list(range(count))
+    assert index == tc.Get_rank()                      # keyed by rank
+    assert pick_device("cpu", ctx).type == "cpu"
+    if not torch.cuda.is_available():
+        assert pick_device("auto", ctx).type == "cpu"
+        with pytest.raises(InputError, match="sees no CUDA device"):
+            pick_device("cuda", ctx)
+    ctx.finalize()
