@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 
-from ..comm import probes
+from ..comm import hugepages, probes
 from ..comm.context import node_assignment
 from ..comm.layout import Layout, describe_plan, plan_roles
 from ..comm.mpi import MPI, library_version, thread_level
@@ -99,10 +99,12 @@ def run(args) -> int:
         _check("parallel HDF5 (h5py, driver=mpio)", _h5py(tmpdir)),
         _check("ParMETIS", _parmetis),
         _check("torch", _torch),
+        _check("huge pages for window memory", hugepages.status, required=False),
     ]
     # Every rank ran every probe; a check is green only if it is green everywhere.
     oks = np.array([c["ok"] for c in checks], dtype=np.int32)
     comm.Allreduce(MPI.IN_PLACE, oks, op=MPI.MIN)
+    required_ok = all(bool(ok) or not c["required"] for ok, c in zip(oks, checks))
     local_ok = comm.gather([c["ok"] for c in checks], root=0)
     try:
         node_of = node_assignment(comm, args.ranks_per_node)
@@ -125,7 +127,7 @@ def run(args) -> int:
         print(f"[{'ok ' if plan_ok else 'MISSING'}] role layout '{lay}' for this launch:")
         for line in plan_text.splitlines():
             print(f"        {line}")
-        healthy = bool(oks.min()) and plan_ok
+        healthy = required_ok and plan_ok
         print("hpcgnn doctor: all green" if healthy else "hpcgnn doctor: something required is missing (see above)")
-    healthy = bool(oks.min()) and plan_ok
+    healthy = required_ok and plan_ok
     return 0 if healthy else 1

@@ -50,6 +50,7 @@ import os
 import numpy as np
 
 from ..errors import InputError
+from . import hugepages
 from . import rowstore as rs
 from .agree import agreed
 from .datatypes import ALIGN as _ALIGN
@@ -206,9 +207,11 @@ class RowStore:
         if my_bytes:
             mem = np.frombuffer(seg, dtype=np.uint8, count=my_bytes)
             self.local_rows = mem.view(self.dtype).reshape((-1,) + self.row_shape)
+            self.huge_pages_advised = hugepages.advise(mem)     # before the first touch
             mem[:] = 0
         else:
             self.local_rows = np.empty((0,) + self.row_shape, dtype=self.dtype)
+            self.huge_pages_advised = False
         for w in self._windows():
             w.Lock_all()
         world.Barrier()
