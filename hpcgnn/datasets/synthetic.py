@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import InputError
-from . import raw
+from . import chunked, raw
 
 CHUNK_NODES = 1 << 16
 #: noise std calibrated so that a linear classifier on features alone reaches
@@ -212,8 +212,7 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
     model = SyntheticModel(spec)
     c_lo, c_hi = raw.slice_bounds(model.num_chunks(), rank, size)
     mine = [int(model.degrees(c).sum()) for c in range(c_lo, c_hi)]
-    counts = [x for part in (comm.allgather(mine) if comm is not None else [mine]) for x in part]
-    offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    offsets = np.concatenate([[0], np.cumsum(chunked.all_chunk_counts(comm, mine))])
     num_edges = int(offsets[-1])
 
     tmp = raw.partial_path(path)
@@ -231,17 +230,9 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
             dsets[m] = raw.create_rows(f, f"{raw.NODE_DATA}/{m}", n, np.bool_)
         if spec.edge_feat:
             dsets["weight"] = raw.create_rows(f, f"{raw.EDGE_DATA}/weight", e, np.float32)
-        for c in range(c_lo, c_hi):
-            eoff = int(offsets[c])
-            src, dst, weight = model.edges(c, model.degrees(c))
-            raw.write_rows(dsets["src"], eoff, src)
-            raw.write_rows(dsets["dst"], eoff, dst)
-            if weight is not None:
-                raw.write_rows(dsets["weight"], eoff, weight)
-            del src, dst, weight
-            lo, _ = model.chunk_range(c)
-            for key, rows in model.node_data(c).items():
-                raw.write_rows(dsets[key], lo, rows)
+        chunked.write_chunks(dsets, range(c_lo, c_hi), offsets,
+                             lambda c: dict(zip(("src", "dst", "weight"), model.edges(c, model.degrees(c)))),
+                             lambda c: (model.chunk_range(c)[0], model.node_data(c)))
     finally:
         f.close()
     raw.commit(tmp, path, comm)

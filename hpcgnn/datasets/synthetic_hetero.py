@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import InputError
-from . import raw
+from . import chunked, raw
 from .synthetic import CHUNK_NODES, DEGREE_SHAPE, DEST_SKEW, SyntheticSpec, _pareto_scale
 
 NTYPES = ["paper", "author", "institution", "field"]
@@ -234,8 +234,7 @@ def generate_hetero_graph(path: str, comm, num_nodes: int, avg_degree: float, fe
     model = HeteroModel(spec)
     c_lo, c_hi = raw.slice_bounds(model.num_chunks(), rank, size)
     mine = [model.edge_counts(c) for c in range(c_lo, c_hi)]
-    per_chunk = np.array([x for part in (comm.allgather(mine) if comm is not None else [mine]) for x in part],
-                         dtype=np.int64).reshape(-1, len(ETYPES))
+    per_chunk = chunked.all_chunk_counts(comm, mine).reshape(-1, len(ETYPES))
     offsets = np.concatenate([[0], np.cumsum(per_chunk.sum(axis=1))])
     num_edges = int(offsets[-1])
 
@@ -257,13 +256,9 @@ def generate_hetero_graph(path: str, comm, num_nodes: int, avg_degree: float, fe
             dsets[m] = raw.create_rows(f, f"{raw.NODE_DATA}/{m}", n, np.bool_)
         for key in ("feat", "label") + raw.MASKS:
             dsets[key].attrs["ntypes"] = json.dumps(["paper"])  # describes papers only
-        for c in range(c_lo, c_hi):
-            eoff = int(offsets[c])
-            for key, rows in zip(("src", "dst", "etype"), model.edges(c)):
-                raw.write_rows(dsets[key], eoff, rows)
-            lo, _ = model.chunk_range(c)
-            for key, rows in model.node_data(c).items():
-                raw.write_rows(dsets[key], lo, rows)
+        chunked.write_chunks(dsets, range(c_lo, c_hi), offsets,
+                             lambda c: dict(zip(("src", "dst", "etype"), model.edges(c))),
+                             lambda c: (model.chunk_range(c)[0], model.node_data(c)))
     finally:
         f.close()
     raw.commit(tmp, path, comm)
