@@ -6,19 +6,34 @@ from libc.stdint cimport int64_t, uint64_t, uint8_t
 cdef extern from "dropout.h" nogil:
     void hpcgnn_dropout_mask(uint8_t *mask, int64_t n, uint64_t keep_threshold, uint64_t seed)
     void hpcgnn_dropout_apply(const float *x, const uint8_t *mask, float scale, float *out, int64_t n)
+    void hpcgnn_relu_dropout(const float *x, float *out, int64_t n, uint64_t keep_threshold, uint64_t seed,
+                             float scale)
+    void hpcgnn_relu_dropout_grad(const float *grad, const float *out, float scale, float *grad_in, int64_t n)
+
+
+cdef uint64_t _threshold(double p, str what) except? 0:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{what}: p={p} outside [0, 1]")
+    return <uint64_t>(p * 65536.0 + 0.5)
+
+
+def dropout_scale(double p):
+    """The factor kept elements are multiplied by: ``1 / (1 - p')`` for the
+    probability ``p' = round(p * 2^16) / 2^16`` the masks really drop with (so the
+    expectation is exact); 0 when every element is dropped."""
+    cdef uint64_t thr = _threshold(p, "dropout_scale")
+    return 65536.0 / (65536 - thr) if thr < 65536 else 0.0
 
 
 def dropout_mask(uint8_t[::1] mask, double p, uint64_t seed):
     """Fill ``mask`` (uint8) with 1 (keep, probability ``1 - p``) or 0.
-    Deterministic in (seed, len(mask)).  Independent."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout_mask: p={p} outside [0, 1]")
-    cdef uint64_t thr = <uint64_t>(p * 65536.0 + 0.5)
+    Deterministic in (seed, len(mask)).  Independent.  Returns :func:`dropout_scale`."""
+    cdef uint64_t thr = _threshold(p, "dropout_mask")
     cdef int64_t n = mask.shape[0]
-    if n == 0:
-        return
-    with nogil:
-        hpcgnn_dropout_mask(&mask[0], n, thr, seed)
+    if n > 0:
+        with nogil:
+            hpcgnn_dropout_mask(&mask[0], n, thr, seed)
+    return dropout_scale(p)
 
 
 def dropout_apply(const float[::1] x, const uint8_t[::1] mask, float scale, float[::1] out):
@@ -30,3 +45,29 @@ def dropout_apply(const float[::1] x, const uint8_t[::1] mask, float scale, floa
         return
     with nogil:
         hpcgnn_dropout_apply(&x[0], &mask[0], scale, &out[0], n)
+
+
+def relu_dropout(const float[::1] x, double p, uint64_t seed, float[::1] out):
+    """``out = dropout(relu(x))`` with the mask :func:`dropout_mask` draws for
+    ``(seed, len(x))``, scaled by :func:`dropout_scale`; returns that scale."""
+    cdef uint64_t thr = _threshold(p, "relu_dropout")
+    cdef int64_t n = x.shape[0]
+    if out.shape[0] != n:
+        raise ValueError("relu_dropout: x and out must have the same length")
+    cdef double sc = dropout_scale(p)
+    cdef float scale = <float>sc
+    if n > 0:
+        with nogil:
+            hpcgnn_relu_dropout(&x[0], &out[0], n, thr, seed, scale)
+    return sc
+
+
+def relu_dropout_grad(const float[::1] grad, const float[::1] out, float scale, float[::1] grad_in):
+    """``grad_in = grad * scale`` where ``out > 0``, else 0."""
+    cdef int64_t n = grad.shape[0]
+    if out.shape[0] != n or grad_in.shape[0] != n:
+        raise ValueError("relu_dropout_grad: grad, out and grad_in must have the same length")
+    if n == 0:
+        return
+    with nogil:
+        hpcgnn_relu_dropout_grad(&grad[0], &out[0], scale, &grad_in[0], n)

@@ -17,7 +17,7 @@ def test_advise_follows_the_kernel_setting_and_the_switch(monkeypatch):
     monkeypatch.setenv("HPCGNN_HUGEPAGES", "0")
     assert hugepages.advise(big) is False
     ok, detail, fix = hugepages.status()
-    assert ok is False and "HPCGNN_HUGEPAGES=0" in detail and "shmem_enabled" in fix
+    assert ok is False and "HPCGNN_HUGEPAGES=0" in detail and "HPCGNN_HUGEPAGES" in fix
 
 
 def _huge_kb(a: np.ndarray) -> int:

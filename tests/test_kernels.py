@@ -17,10 +17,12 @@ def test_dropout_rate_scale_and_gradient(p):
     n = x.numel()
     sd = (p * (1 - p) / n) ** 0.5
     assert abs((1 - kept.float().mean().item()) - p) < 6 * sd
-    assert torch.allclose(y[kept], x[kept] / (1 - p))
+    q = round(p * 65536) / 65536              # the probability the 16-bit draws drop with
+    assert torch.allclose(y[kept], x[kept] / (1 - q), rtol=1e-6, atol=0)
+    assert abs(y.mean().item() / x.mean().item() - 1) < 6 * sd / (1 - p) + 1e-3     # unbiased
     g = torch.randn(n)
     y.backward(g)
-    assert torch.allclose(x.grad, torch.where(kept, g / (1 - p), torch.zeros(())), rtol=1e-6, atol=0)
+    assert torch.allclose(x.grad, torch.where(kept, g / (1 - q), torch.zeros(())), rtol=1e-6, atol=0)
     # no pattern along the tensor: each quarter keeps its share too
     for q in kept.float().chunk(4):
         assert abs((1 - q.mean().item()) - p) < 12 * sd
@@ -85,3 +87,47 @@ def test_mean_adjacency_keeps_edge_index_off_cpu():
     if torch.cuda.is_available():
         e = ei.cuda()
         assert mean_adjacency(e, 4, 4) is e
+
+
+def test_relu_dropout_is_relu_then_the_same_dropout():
+    from hpcgnn.train.kernels import relu_dropout
+
+    x = torch.randn(3001, 7)
+    torch.manual_seed(4)
+    ref = dropout(F.relu(x), 0.4)
+    torch.manual_seed(4)
+    xa = x.clone().requires_grad_(True)
+    got = relu_dropout(xa, 0.4)
+    assert torch.equal(got, ref)                      # same draws, same numbers
+    g = torch.randn_like(got)
+    got.backward(g)
+    want = torch.where(ref > 0, g / (1 - round(0.4 * 65536) / 65536), torch.zeros(()))
+    assert torch.allclose(xa.grad, want, rtol=1e-6, atol=0)
+    assert torch.equal(relu_dropout(x, 0.4, training=False), F.relu(x))
+    t = x.t()                                         # non-contiguous input
+    torch.manual_seed(5)
+    a = relu_dropout(t, 0.5)
+    torch.manual_seed(5)
+    assert torch.equal(a, dropout(F.relu(t.contiguous()), 0.5))
+
+
+def test_mean_adjacency_rejects_ids_out_of_range_and_follows_dtype():
+    from hpcgnn.errors import InputError
+
+    with pytest.raises(InputError, match="outside"):
+        mean_adjacency(torch.tensor([[0, 100000], [0, 1]]), 2, 3)
+    with pytest.raises(InputError, match="outside"):
+        mean_adjacency(torch.tensor([[0, 1], [0, 5]]), 3, 3)
+    ei = torch.tensor([[0, 1, 2], [0, 0, 1]])
+    adj = mean_adjacency(ei, 2, 3, torch.float64)
+    assert adj.dtype == torch.float64
+    model = SAGE(4, 3, 2, 1, dropout=0.0).double()
+    assert model.layer(0, torch.randn(3, 4, dtype=torch.float64), ei, num_dst=2).shape == (2, 2)
+
+
+def test_dropout_backward_refuses_double_backward():
+    x = torch.rand(100, requires_grad=True)
+    y = dropout(x, 0.5)
+    (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        g.sum().backward()

@@ -13,6 +13,14 @@
  * round(p * 2^16), so p is honoured to within 2^-17. */
 void hpcgnn_dropout_mask(uint8_t *mask, int64_t n, uint64_t keep_threshold, uint64_t seed);
 
+/* relu then dropout in one pass: out[i] = x[i] * scale where x[i] > 0 and the draw
+ * of hpcgnn_dropout_mask keeps i, else 0 (scale = 1 / (1 - p)). */
+void hpcgnn_relu_dropout(const float *x, float *out, int64_t n, uint64_t keep_threshold, uint64_t seed,
+                         float scale);
+
+/* Its gradient: grad_in[i] = grad[i] * scale where out[i] > 0, else 0. */
+void hpcgnn_relu_dropout_grad(const float *grad, const float *out, float scale, float *grad_in, int64_t n);
+
 /* out[i] = mask[i] ? x[i] * scale : 0 (forward and backward of dropout). */
 void hpcgnn_dropout_apply(const float *x, const uint8_t *mask, float scale, float *out, int64_t n);
 

@@ -4,10 +4,9 @@ each destination type (relation-specific weights, as in R-GCN)."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .kernels import dropout, mean_adjacency
+from .kernels import mean_adjacency, relu_dropout
 
 
 class RGCN(nn.Module):
@@ -44,12 +43,13 @@ class RGCN(nn.Module):
         for t, n in num_nodes.items():
             h[t] = self.inputs[t](x_dict[t].float()) if t in self.inputs else self.embed[t].expand(n, -1)
         last = len(self.convs) - 1
+        # every layer computes every node of the batch: one adjacency per relation
+        edges = {k: mean_adjacency(v, h[k[2]].shape[0], h[k[0]].shape[0], h[k[0]].dtype)
+                 for k, v in edge_index_dict.items() if k[0] in h and k[2] in h}
         for i, conv in enumerate(self.convs):
-            edges = {k: mean_adjacency(v, h[k[2]].shape[0], h[k[0]].shape[0])
-                     for k, v in edge_index_dict.items() if k[0] in h and k[2] in h}
             msg = conv(h, edges) if edges else {}
             out = {t: self.roots[i][t](v) + msg[t] if t in msg else self.roots[i][t](v) for t, v in h.items()}
             if i < last:
-                out = {t: dropout(F.relu(v), p=self.dropout, training=self.training) for t, v in out.items()}
+                out = {t: relu_dropout(v, p=self.dropout, training=self.training) for t, v in out.items()}
             h = out
         return h[seed_type][:batch_size]

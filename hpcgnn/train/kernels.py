@@ -21,8 +21,10 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from .. import _ext
+from ..errors import InputError
 
 
 class _Dropout(torch.autograd.Function):
@@ -30,15 +32,15 @@ class _Dropout(torch.autograd.Function):
     def forward(ctx, x, p: float, seed: int):
         xc = x.detach().contiguous()
         mask = torch.empty(xc.numel(), dtype=torch.uint8)
-        _ext.dropout_mask(mask.numpy(), p, seed)
+        scale = _ext.dropout_mask(mask.numpy(), p, seed)
         out = torch.empty_like(xc)
-        scale = 1.0 / (1.0 - p)
         _ext.dropout_apply(xc.view(-1).numpy(), mask.numpy(), scale, out.view(-1).numpy())
         ctx.save_for_backward(mask)
         ctx.scale = scale
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         (mask,) = ctx.saved_tensors
         g = grad.detach().contiguous()
@@ -50,7 +52,8 @@ class _Dropout(torch.autograd.Function):
 def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
     """``F.dropout(x, p, training)``: zeroes each element with probability ``p`` and
     scales the rest by ``1 / (1 - p)``.  float32 CPU tensors use the compiled mask
-    (p honoured to 2^-17); anything else goes to ``F.dropout``."""
+    (p rounded to a multiple of 2^-16, the scale computed from the rounded value so
+    the expectation stays ``x``); anything else goes to ``F.dropout``."""
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or x.dtype != torch.float32 or not 0.0 < p < 1.0:
@@ -59,15 +62,51 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
     return _Dropout.apply(x, float(p), seed)
 
 
-def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int):
+class _ReluDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p: float, seed: int):
+        xc = x.detach().contiguous()
+        out = torch.empty_like(xc)
+        ctx.scale = _ext.relu_dropout(xc.view(-1).numpy(), p, seed, out.view(-1).numpy())
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        g = grad.detach().contiguous()
+        gin = torch.empty_like(g)
+        _ext.relu_dropout_grad(g.view(-1).numpy(), out.view(-1).numpy(), ctx.scale, gin.view(-1).numpy())
+        return gin, None, None
+
+
+def relu_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
+    """``dropout(F.relu(x), p, training)`` in one pass for float32 CPU tensors (the
+    same mask :func:`dropout` would draw, so the same numbers); else the two
+    PyTorch calls."""
+    if not training or p == 0.0:
+        return F.relu(x)
+    if x.device.type != "cpu" or x.dtype != torch.float32 or not 0.0 < p < 1.0:
+        return F.dropout(F.relu(x), p=p, training=True)
+    seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+    return _ReluDropout.apply(x, float(p), seed)
+
+
+def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=torch.float32):
     """The adjacency a PyG layer aggregates along: for CPU tensors, a
-    ``[num_dst, num_src]`` sparse CSR matrix of ones (row ``d`` = the sources of
-    the edges into ``d``, in edge order); otherwise ``edge_index`` itself.
-    ``edge_index[1]`` must be < ``num_dst`` and ``edge_index[0]`` < ``num_src``.
-    Edges already sorted by destination (what the sampler emits) need no sort."""
+    ``[num_dst, num_src]`` sparse CSR matrix of ones of ``dtype`` (the features'
+    dtype; row ``d`` = the sources of the edges into ``d``, in edge order);
+    otherwise ``edge_index`` itself.  Ids outside ``[0, num_src)`` /
+    ``[0, num_dst)`` raise :class:`~hpcgnn.errors.InputError`.  Edges already
+    sorted by destination (what the sampler emits) need no sort."""
     if edge_index.device.type != "cpu":
         return edge_index
     src, dst = edge_index[0], edge_index[1]
+    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= num_src
+                        or int(dst.min()) < 0 or int(dst.max()) >= num_dst):
+        raise InputError(f"mean_adjacency: edge_index holds ids outside [0, {num_src}) (sources) or "
+                         f"[0, {num_dst}) (destinations)")
     if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
         order = torch.argsort(dst, stable=True)
         src, dst = src[order], dst[order]
@@ -76,5 +115,5 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # "sparse CSR support is in beta"
         return torch.sparse_csr_tensor(indptr, src.to(torch.int64).contiguous(),
-                                       torch.ones(src.numel(), dtype=torch.float32),
+                                       torch.ones(src.numel(), dtype=dtype),
                                        size=(num_dst, num_src), check_invariants=False)

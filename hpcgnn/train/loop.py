@@ -48,6 +48,7 @@ class EpochSteps:
     """What :func:`run_steps` did in one epoch on this trainer."""
     step: int                 # the global step count after the epoch
     stopped: bool             # a signal or max_steps ended the run (checkpoint written)
+    epoch_complete: bool = False   # the epoch's last step ran here (also when stopped on it)
     compute_s: float = 0.0    # time in step_fn
     loss_sum: float = 0.0     # sum of loss x count
     correct: int = 0
@@ -70,7 +71,9 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
     and optimizer steps.  Checkpoints every ``cfg.checkpoint_every`` steps; a stop
     signal (agreed by every trainer) or ``cfg.max_steps`` checkpoints and ends the
     run; ``cfg.epoch_steps`` (where the config has it) ends every epoch after its
-    first that many steps, resumed or not."""
+    first that many steps, resumed or not.  A run stopped on an epoch's last step
+    has ``epoch_complete``: the script still closes that epoch (its log row and
+    validation), since a resumed run starts with the next one."""
     r = EpochSteps(step=step, stopped=False)
     epoch_steps = getattr(cfg, "epoch_steps", 0)
     for b in loader:
@@ -96,6 +99,8 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
             break
     if bar is not None:
         bar.close()
+    # the loader points at the next epoch's start once an epoch's last batch is out
+    r.epoch_complete = r.seen > 0 and loader.position[1] == 0
     return r
 
 

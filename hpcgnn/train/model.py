@@ -3,10 +3,9 @@ run on its own (for layer-wise inference)."""
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .kernels import dropout, mean_adjacency
+from .kernels import mean_adjacency, relu_dropout
 
 
 class SAGE(nn.Module):
@@ -31,11 +30,10 @@ class SAGE(nn.Module):
         """Layer ``i`` on a bipartite graph: messages from the rows of ``x`` to its
         first ``num_dst`` rows (all rows when None), the only ones computed."""
         nd = x.shape[0] if num_dst is None else num_dst
-        adj = mean_adjacency(edge_index, nd, x.shape[0])
+        adj = mean_adjacency(edge_index, nd, x.shape[0], x.dtype)
         x = self.convs[i]((x, x[:nd]), adj)
         if i < self.num_layers - 1:
-            x = F.relu(x)
-            x = dropout(x, p=self.dropout, training=self.training)
+            x = relu_dropout(x, p=self.dropout, training=self.training)
         return x
 
     def forward(self, x, edge_index, num_sampled_nodes=None, num_sampled_edges=None):

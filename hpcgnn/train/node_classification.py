@@ -145,7 +145,7 @@ def run(cfg: TrainConfig) -> dict | None:
         r = run_steps(train_loader, train_step, tc, cfg, step, ckpt,
                       bar=progress_bar(cfg, me == 0, len(train_loader), epoch))
         step, stopped = r.step, r.stopped
-        if stopped:
+        if stopped and not r.epoch_complete:
             break
         st = train_loader.stats
         tot = _allsum(tc, [r.loss_sum, r.correct, r.seen, st["sampled_edges"]])
@@ -164,6 +164,8 @@ def run(cfg: TrainConfig) -> dict | None:
             print(json.dumps({"kind": "epoch", **row}), flush=True)
         log.epoch(row)
         epoch_rows.append(row)
+        if stopped:                 # stopped on the epoch's last step: closed, now stop
+            break
 
     if stopped:
         if me == 0:

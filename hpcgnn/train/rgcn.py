@@ -170,7 +170,7 @@ def run(cfg: RGCNConfig) -> dict | None:
         r = run_steps(loader, train_step, tc, cfg, step, ckpt,
                       bar=progress_bar(cfg, me == 0, len(loader), epoch))
         step, stopped = r.step, r.stopped
-        if stopped:
+        if stopped and not r.epoch_complete:
             break
         st = loader.stats
         tot = allsum(tc, [r.loss_sum, r.correct, r.seen])
@@ -184,6 +184,8 @@ def run(cfg: RGCNConfig) -> dict | None:
             print(json.dumps({"kind": "epoch", **row}), flush=True)
         log.epoch(row)
         rows.append(row)
+        if stopped:                 # stopped on the epoch's last step: closed, now stop
+            break
     if stopped:
         if me == 0:
             print(stop_message("hpcgnn rgcn", step, cfg), flush=True)
