@@ -27,7 +27,21 @@ from .. import _ext
 from ..errors import InputError
 
 
-class _Dropout(torch.autograd.Function):
+class _Masked(torch.autograd.Function):
+    """A dropout's backward: ``ctx.grad_kernel(grad, saved, scale, out)`` on flat
+    float32 buffers (saved: the mask, or the forward output for relu+dropout)."""
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (saved,) = ctx.saved_tensors
+        g = grad.detach().contiguous()
+        gin = torch.empty_like(g)
+        ctx.grad_kernel(g.view(-1).numpy(), saved.view(-1).numpy(), ctx.scale, gin.view(-1).numpy())
+        return gin, None, None
+
+
+class _Dropout(_Masked):
     @staticmethod
     def forward(ctx, x, p: float, seed: int):
         xc = x.detach().contiguous()
@@ -36,17 +50,8 @@ class _Dropout(torch.autograd.Function):
         out = torch.empty_like(xc)
         _ext.dropout_apply(xc.view(-1).numpy(), mask.numpy(), scale, out.view(-1).numpy())
         ctx.save_for_backward(mask)
-        ctx.scale = scale
+        ctx.scale, ctx.grad_kernel = scale, _ext.dropout_apply
         return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        (mask,) = ctx.saved_tensors
-        g = grad.detach().contiguous()
-        out = torch.empty_like(g)
-        _ext.dropout_apply(g.view(-1).numpy(), mask.numpy(), ctx.scale, out.view(-1).numpy())
-        return out, None, None
 
 
 def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
@@ -62,23 +67,15 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
     return _Dropout.apply(x, float(p), seed)
 
 
-class _ReluDropout(torch.autograd.Function):
+class _ReluDropout(_Masked):
     @staticmethod
     def forward(ctx, x, p: float, seed: int):
         xc = x.detach().contiguous()
         out = torch.empty_like(xc)
         ctx.scale = _ext.relu_dropout(xc.view(-1).numpy(), p, seed, out.view(-1).numpy())
         ctx.save_for_backward(out)
+        ctx.grad_kernel = _ext.relu_dropout_grad
         return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        g = grad.detach().contiguous()
-        gin = torch.empty_like(g)
-        _ext.relu_dropout_grad(g.view(-1).numpy(), out.view(-1).numpy(), ctx.scale, gin.view(-1).numpy())
-        return gin, None, None
 
 
 def relu_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
