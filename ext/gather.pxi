@@ -35,26 +35,9 @@ def hindexed_blocks(_MPI.Datatype oldtype, int blocklength, const int64_t[::1] b
 
 
 cdef extern from "gather_rows.h" nogil:
-    void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst)
     int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
                                  const int64_t *ids, int64_t n, char *dst, int32_t *range_of,
                                  const int64_t *cache_ids, int64_t cache_n, const char *cache_rows)
-
-
-def gather_rows(src, const int64_t[::1] ids, dst):
-    """``dst[i] = src[ids[i]]`` for the rows of two C-contiguous arrays of the same
-    row size (any dtype), with the GIL released.  Ids are not checked: the caller
-    validates them.  Independent."""
-    cdef const unsigned char[:, ::1] s = src.reshape(src.shape[0], -1).view("u1")
-    cdef unsigned char[:, ::1] d = dst.reshape(dst.shape[0], -1).view("u1")
-    cdef int64_t n = ids.shape[0]
-    cdef int64_t rb = s.shape[1]
-    if d.shape[0] != n or d.shape[1] != rb:
-        raise ValueError("gather_rows: dst must have len(ids) rows of the source's row size")
-    if n == 0 or rb == 0:
-        return
-    with nogil:
-        hpcgnn_gather_rows(<const char *>&s[0, 0], rb, &ids[0], n, <char *>&d[0, 0])
 
 
 def gather_ranges(const uintptr_t[::1] bases, const int64_t[::1] bounds, const int64_t[::1] ids, dst,

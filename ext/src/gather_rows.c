@@ -14,20 +14,6 @@ static inline void prefetch_row(const char *p, int64_t row_bytes)
         __builtin_prefetch(p + b, 0, 3);
 }
 
-void hpcgnn_gather_rows(const char *src, int64_t row_bytes, const int64_t *ids, int64_t n, char *dst)
-{
-    for (int64_t i = 0; i < n && i < BLOCK; i++)
-        prefetch_row(src + ids[i] * row_bytes, row_bytes);
-    for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
-        int64_t e = i0 + BLOCK < n ? i0 + BLOCK : n;
-        int64_t pe = e + BLOCK < n ? e + BLOCK : n;
-        for (int64_t j = e; j < pe; j++)
-            prefetch_row(src + ids[j] * row_bytes, row_bytes);
-        for (int64_t i = i0; i < e; i++)
-            memcpy(dst + i * row_bytes, src + ids[i] * row_bytes, (size_t)row_bytes);
-    }
-}
-
 /* Range index of id: bounds[k] <= id < bounds[k+1]; k_hint first (ids cluster). */
 static inline int find_range(const int64_t *bounds, int K, int64_t id, int k_hint)
 {

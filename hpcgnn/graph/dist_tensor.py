@@ -343,10 +343,7 @@ class DistTensor:
             if cache is not None and cache.device is not None:
                 return torch.from_numpy(self._host_gather_for_device(cache, ids)).to(device)
             return _to_device(self[ids], device)
-        from ..comm import rowstore as rs
-
-        st = self._open_store()
-        ids = rs.as_ids(ids, st.nrows, st._where)
+        st, ids = self._store_ids(ids)
         hit, at = cache.split(ids)
         miss = np.flatnonzero(~hit)
         out = torch.empty((len(ids),) + tuple(self.shape[1:]), dtype=cache.dev_rows.dtype, device=device)
@@ -359,12 +356,16 @@ class DistTensor:
 
     def _host_gather_for_device(self, cache, ids) -> np.ndarray:
         """A cache on another device: read everything from the store."""
+        st, ids = self._store_ids(ids)
+        cache.count(ids, 0)
+        return st.gather(ids)
+
+    def _store_ids(self, ids):
+        """The open row store and ``ids`` checked against it (int64 array)."""
         from ..comm import rowstore as rs
 
         st = self._open_store()
-        ids = rs.as_ids(ids, st.nrows, st._where)
-        cache.count(ids, 0)
-        return st.gather(ids)
+        return st, rs.as_ids(ids, st.nrows, st._where)
 
     def disable_cache(self) -> None:
         self._cache = None
@@ -375,18 +376,10 @@ class DistTensor:
         return getattr(self, "_cache", None)
 
     def _cached_gather(self, cache, ids) -> np.ndarray:
-        from ..comm import rowstore as rs
-
-        st = self._open_store()
-        ids = rs.as_ids(ids, st.nrows, st._where)
+        st, ids = self._store_ids(ids)
         st.last_cache_hits = None
         out = st.gather(ids, cache=(cache.ids, cache.rows) if len(cache) else None)
-        hits = st.last_cache_hits
-        if hits is None and len(cache):        # no compiled kernel: serve the hits here
-            hit, at = cache.split(ids)
-            out[hit] = cache.rows[at]
-            hits = int(hit.sum())
-        cache.count(ids, hits or 0)
+        cache.count(ids, st.last_cache_hits or 0)
         return out
 
     def barrier(self) -> None:

@@ -100,10 +100,11 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
     if edge_index.device.type != "cpu":
         return edge_index
     src, dst = edge_index[0], edge_index[1]
-    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= num_src
-                        or int(dst.min()) < 0 or int(dst.max()) >= num_dst):
-        raise InputError(f"mean_adjacency: edge_index holds ids outside [0, {num_src}) (sources) or "
-                         f"[0, {num_dst}) (destinations)")
+    if src.numel():
+        (slo, shi), (dlo, dhi) = torch.aminmax(src), torch.aminmax(dst)
+        if int(slo) < 0 or int(shi) >= num_src or int(dlo) < 0 or int(dhi) >= num_dst:
+            raise InputError(f"mean_adjacency: edge_index holds ids outside [0, {num_src}) (sources) or "
+                             f"[0, {num_dst}) (destinations)")
     if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
         order = torch.argsort(dst, stable=True)
         src, dst = src[order], dst[order]
