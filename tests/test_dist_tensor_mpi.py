@@ -94,6 +94,12 @@ def test_gather_equals_global_array(rpn, kind, row_shape, dtype):
                 assert isinstance(got, torch.Tensor) and got.shape == (len(ids),) + row_shape
                 np.testing.assert_array_equal(got.numpy(), full[ids])
                 np.testing.assert_array_equal(t[torch.from_numpy(ids)].numpy(), full[ids])
+            ids = rng.integers(0, n, 300)
+            buf = torch.empty((300,) + row_shape, dtype=t.dtype)
+            assert t.gather(ids, out=buf) is buf                            # into a caller's buffer
+            np.testing.assert_array_equal(buf.numpy(), full[ids])
+            with pytest.raises(InputError, match="out must be"):
+                t.gather(ids, out=np.empty((299,) + row_shape, dtype=full.dtype))
             with pytest.raises(InputError, match="out of range"):
                 t[np.array([n])]
             with pytest.raises(InputError):

@@ -41,6 +41,33 @@ def test_plan_covers_every_id_once_and_pads_by_wrapping():
     assert sorted(small.batch(0, 1).tolist()) == [0, 1, 2]
 
 
+def test_buffer_ring_reuses_only_buffers_nobody_holds():
+    from hpcgnn.sampling.buffers import BufferRing
+
+    r = BufferRing(keep=2)
+    a = r.take(10, (3,), np.float32)
+    assert a.shape == (10, 3) and a.dtype == np.float32 and a.flags.c_contiguous
+    a[:] = 1
+    b = r.take(8, (3,), np.float32)                  # a is held: another buffer
+    assert not np.shares_memory(a, b) and len(r) == 2
+    c = r.take(5, (3,), np.float32)                  # both held, ring full: fresh memory
+    assert not np.shares_memory(c, a) and not np.shares_memory(c, b) and len(r) == 2
+    first = a.ctypes.data
+    t = torch.from_numpy(a)                          # a tensor made from a view keeps it held
+    del a
+    d = r.take(10, (3,), np.float32)
+    assert not np.shares_memory(d, t.numpy())
+    assert (t == 1).all()
+    del t
+    e = r.take(9, (3,), np.float32)                  # released: reused
+    assert e.ctypes.data == first
+    del b, c, d, e
+    f = r.take(100, (3,), np.float32)                # too small everywhere: replaced, grown
+    assert f.shape == (100, 3) and len(r) == 2
+    g = r.take(4, (2,), np.int64)                    # another row shape and dtype
+    assert g.shape == (4, 2) and g.dtype == np.int64
+
+
 def test_node_loader_batches_are_the_same_on_every_path(graph):
     g, o, _ = graph
     nids = np.arange(0, o.n, 3)

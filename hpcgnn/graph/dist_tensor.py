@@ -302,16 +302,42 @@ class DistTensor:
         """Independent: rows of the global ``ids`` (torch/NumPy ints, 1-D, any order,
         repeats allowed), in the order asked, as a torch tensor (NumPy when torch
         cannot hold the dtype).  Rows held by :meth:`enable_cache` come from memory."""
+        return self.gather(ids)
+
+    def gather(self, ids, out=None):
+        """Independent: ``self[ids]``, written into ``out`` when given (a C-contiguous
+        CPU tensor or NumPy array of shape ``(len(ids), *shape[1:])`` and this
+        dtype, returned as it came).  A buffer reused from batch to batch spares
+        the page faults of a fresh allocation (for a batch's 64 MB of feature rows
+        they cost as much as the copy itself)."""
+        out_np = None
+        if out is not None:
+            is_t = torch is not None and isinstance(out, torch.Tensor)
+            out_np = out.detach().numpy() if is_t and out.device.type == "cpu" else out
+            if not isinstance(out_np, np.ndarray):
+                raise InputError(f"DistTensor {self._name!r}: out must be a CPU tensor or a NumPy array")
         cache = getattr(self, "_cache", None)
         if cache is not None and cache.device is not None:       # rows on a device: read them all here
             rows = self._host_gather_for_device(cache, ids)
+            if out_np is not None:
+                self._check_out(out_np, len(rows))
+                out_np[...] = rows
+                rows = out_np
         elif cache is not None:
-            rows = self._cached_gather(cache, ids)
+            rows = self._cached_gather(cache, ids, out_np)
         else:
-            rows = self._open_store().gather(ids)
+            rows = self._open_store().gather(ids, out_np)
+        if out is not None:
+            return out
         if torch is not None and _torch_dtype(self._npdt) is not None:
             return torch.from_numpy(rows)
         return rows
+
+    def _check_out(self, out: np.ndarray, n: int) -> None:
+        want = (n,) + tuple(self._shape[1:])
+        if out.shape != want or out.dtype != self._npdt or not out.flags.c_contiguous:
+            raise InputError(f"DistTensor {self._name!r}: out must be a C-contiguous {self._npdt} array of "
+                             f"shape {want}, got {out.dtype} {out.shape}")
 
     def __setitem__(self, ids, values) -> None:
         """Independent: write ``values[i]`` into row ``ids[i]`` (last wins on repeats);
@@ -375,10 +401,10 @@ class DistTensor:
         """The row cache, or None."""
         return getattr(self, "_cache", None)
 
-    def _cached_gather(self, cache, ids) -> np.ndarray:
+    def _cached_gather(self, cache, ids, out=None) -> np.ndarray:
         st, ids = self._store_ids(ids)
         st.last_cache_hits = None
-        out = st.gather(ids, cache=(cache.ids, cache.rows) if len(cache) else None)
+        out = st.gather(ids, out, cache=(cache.ids, cache.rows) if len(cache) else None)
         cache.count(ids, st.last_cache_hits or 0)
         return out
 

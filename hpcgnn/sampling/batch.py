@@ -7,6 +7,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from .buffers import FEATURES
+
 
 class Block(NamedTuple):
     """One layer's bipartite graph (a DGL message-flow graph): messages go from
@@ -109,7 +111,7 @@ class MiniBatch:
             elif device is not None:
                 self.x = g.ndata[feat].gather_to(ids, device)
             else:
-                self.x = _as_tensor(g.ndata[feat][ids])
+                self.x = _gather_features(g.ndata[feat], ids)
         if label is not None:
             self.y = _as_tensor(g.ndata[label][ids])
             if device is not None:
@@ -175,6 +177,15 @@ class MiniBatch:
         if self.e_type is not None:
             self.e_type = self.e_type[k]
         return self
+
+
+def _gather_features(t, ids) -> torch.Tensor:
+    """``t[ids]`` for a DistTensor of a torch dtype, into a buffer of
+    :data:`~hpcgnn.sampling.buffers.FEATURES` (reused once the batch is gone)."""
+    npdt = getattr(t, "_npdt", None)
+    if npdt is None or not isinstance(t.dtype, torch.dtype):
+        return _as_tensor(t[ids])
+    return torch.from_numpy(t.gather(ids, FEATURES.take(len(ids), t.shape[1:], npdt)))
 
 
 def _as_tensor(a):
