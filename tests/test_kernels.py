@@ -3,6 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hpcgnn.errors import InputError
+
 pytest.importorskip("hpcgnn._ext")
 from hpcgnn.train.kernels import dropout, mean_adjacency  # noqa: E402
 from hpcgnn.train.model import SAGE  # noqa: E402
@@ -78,6 +80,17 @@ def test_sage_layer_matches_pyg_edge_index(sort):
     adj = mean_adjacency(ei, nd, ns)
     assert adj.layout == torch.sparse_csr and adj.shape == (nd, ns)
     assert torch.equal(adj.crow_indices()[-4:], torch.full((4,), ei.shape[1]))    # empty rows
+    # features without gradient (a first layer) take the other branch: same result
+    with torch.no_grad():
+        assert torch.allclose(model.layer(0, x.detach(), ei, num_dst=nd), ref, atol=1e-6)
+    # with_root: the root rows after the neighbour rows, each a mean over itself
+    both = mean_adjacency(ei, nd, ns, with_root=True)
+    assert both.shape == (2 * nd, ns) and both._nnz() == ei.shape[1] + nd
+    xs = torch.randn(ns, 3)
+    y = torch.sparse.mm(both, xs, "mean")
+    assert torch.equal(y[nd:], xs[:nd]) and torch.allclose(y[:nd], torch.sparse.mm(adj, xs, "mean"))
+    with pytest.raises(InputError, match="num_dst <= num_src"):
+        mean_adjacency(ei[:, :0], 5, 4, with_root=True)
 
 
 def test_mean_adjacency_keeps_edge_index_off_cpu():
@@ -112,7 +125,6 @@ def test_relu_dropout_is_relu_then_the_same_dropout():
 
 
 def test_mean_adjacency_rejects_ids_out_of_range_and_follows_dtype():
-    from hpcgnn.errors import InputError
 
     with pytest.raises(InputError, match="outside"):
         mean_adjacency(torch.tensor([[0, 100000], [0, 1]]), 2, 3)

@@ -90,13 +90,20 @@ def relu_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torc
     return _ReluDropout.apply(x, float(p), seed)
 
 
-def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=torch.float32):
+def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=torch.float32,
+                   with_root: bool = False):
     """The adjacency a PyG layer aggregates along: for CPU tensors, a
     ``[num_dst, num_src]`` sparse CSR matrix of ones of ``dtype`` (the features'
     dtype; row ``d`` = the sources of the edges into ``d``, in edge order);
     otherwise ``edge_index`` itself.  Ids outside ``[0, num_src)`` /
     ``[0, num_dst)`` raise :class:`~hpcgnn.errors.InputError`.  Edges already
-    sorted by destination (what the sampler emits) need no sort."""
+    sorted by destination (what the sampler emits) need no sort.
+
+    ``with_root`` (CPU only): ``num_dst`` more rows, row ``num_dst + d`` selecting
+    source ``d`` - a mean over it is the root row ``x[d]`` itself, so one product
+    gives both halves of a SAGE layer's input, and the gradient reaches ``x``
+    through that one product (a slice ``x[:num_dst]`` would add a zero-filled,
+    full-size gradient and a full-size sum in the backward pass)."""
     if edge_index.device.type != "cpu":
         return edge_index
     src, dst = edge_index[0], edge_index[1]
@@ -108,10 +115,19 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
     if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
         order = torch.argsort(dst, stable=True)
         src, dst = src[order], dst[order]
-    indptr = torch.zeros(num_dst + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=indptr[1:])
+    rows, E = num_dst, src.numel()
+    src = src.to(torch.int64)
+    if with_root:
+        if num_dst > num_src:
+            raise InputError(f"mean_adjacency: with_root needs num_dst <= num_src, got {num_dst} > {num_src}")
+        rows = 2 * num_dst
+        src = torch.cat([src, torch.arange(num_dst, dtype=torch.int64)])
+    indptr = torch.empty(rows + 1, dtype=torch.int64)
+    indptr[0] = 0
+    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=indptr[1:num_dst + 1])
+    if with_root:
+        torch.arange(E + 1, E + num_dst + 1, out=indptr[num_dst + 1:])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # "sparse CSR support is in beta"
-        return torch.sparse_csr_tensor(indptr, src.to(torch.int64).contiguous(),
-                                       torch.ones(src.numel(), dtype=dtype),
-                                       size=(num_dst, num_src), check_invariants=False)
+        return torch.sparse_csr_tensor(indptr, src.contiguous(), torch.ones(src.numel(), dtype=dtype),
+                                       size=(rows, num_src), check_invariants=False)

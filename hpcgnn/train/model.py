@@ -3,6 +3,7 @@ run on its own (for layer-wise inference)."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .kernels import mean_adjacency, relu_dropout
@@ -30,8 +31,21 @@ class SAGE(nn.Module):
         """Layer ``i`` on a bipartite graph: messages from the rows of ``x`` to its
         first ``num_dst`` rows (all rows when None), the only ones computed."""
         nd = x.shape[0] if num_dst is None else num_dst
-        adj = mean_adjacency(edge_index, nd, x.shape[0], x.dtype)
-        x = self.convs[i]((x, x[:nd]), adj)
+        conv = self.convs[i]
+        if x.device.type == "cpu" and conv.aggr == "mean" and conv.root_weight and conv.lin_r.bias is None \
+                and not conv.project:
+            # SAGEConv's lin_l(mean) + lin_r(root), with fewer full-size passes over memory
+            if x.requires_grad:   # one product for the means and the root rows (see mean_adjacency)
+                both = torch.sparse.mm(mean_adjacency(edge_index, nd, x.shape[0], x.dtype, with_root=True),
+                                       x, "mean")
+                agg, root = both[:nd], both[nd:]
+            else:
+                agg, root = torch.sparse.mm(mean_adjacency(edge_index, nd, x.shape[0], x.dtype), x, "mean"), x[:nd]
+            x = conv.lin_l(agg).addmm_(root, conv.lin_r.weight.t())     # the sum inside the product
+            if conv.normalize:
+                x = F.normalize(x, p=2.0, dim=-1)
+        else:
+            x = conv((x, x[:nd]), mean_adjacency(edge_index, nd, x.shape[0], x.dtype))
         if i < self.num_layers - 1:
             x = relu_dropout(x, p=self.dropout, training=self.training)
         return x
@@ -56,6 +70,7 @@ class SAGE(nn.Module):
             ecum.append(ecum[-1] + int(c))
         for i in range(L):
             hops = L - i
-            x = x[: ncum[hops + 1]]
+            if x.shape[0] != ncum[hops + 1]:      # (a slice's backward costs a zero-filled copy)
+                x = x[: ncum[hops + 1]]
             x = self.layer(i, x, edge_index[:, : ecum[hops]], num_dst=ncum[hops])
         return x
