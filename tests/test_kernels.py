@@ -125,7 +125,6 @@ def test_relu_dropout_is_relu_then_the_same_dropout():
 
 
 def test_mean_adjacency_rejects_ids_out_of_range_and_follows_dtype():
-
     with pytest.raises(InputError, match="outside"):
         mean_adjacency(torch.tensor([[0, 100000], [0, 1]]), 2, 3)
     with pytest.raises(InputError, match="outside"):
