@@ -227,3 +227,22 @@ def test_gpu_training_matches_cpu(mpirun, small, tmp_path):
             assert "backend nccl" in r.stdout
         acc[dev] = _final(r.stdout)["test_acc"]
     assert abs(acc["cuda"] - acc["cpu"]) <= 0.03, acc
+
+
+def test_run_log_draws_the_curve_at_most_every_plot_every_s(tmp_path):
+    from hpcgnn.train.runlog import RunLog
+
+    pytest.importorskip("matplotlib")
+    log = RunLog(str(tmp_path), True, plot_every_s=3600)
+    for e in range(3):
+        log.epoch({"epoch": e, "loss": 1.0 / (e + 1), "train_acc": 0.5, "val_acc": None})
+    assert (tmp_path / "metrics.csv").exists() and not (tmp_path / "curve.png").exists()
+    log.final({"test_acc": 0.5})                     # the end draws it
+    assert (tmp_path / "curve.png").stat().st_size > 0
+    now = RunLog(str(tmp_path / "x"), False)         # other trainers write nothing
+    now.epoch({"epoch": 0, "loss": 1.0})
+    now.flush()
+    assert not (tmp_path / "x").exists()
+    eager = RunLog(str(tmp_path), True, plot_every_s=0)
+    eager.epoch({"epoch": 0, "loss": 1.0})
+    assert (tmp_path / "curve.png").exists()

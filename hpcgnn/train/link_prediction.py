@@ -322,6 +322,7 @@ def run(cfg: LinkConfig) -> dict | None:
             break
 
     if stopped:
+        log.flush()
         if me == 0:
             print(stop_message("hpcgnn link prediction", step, cfg), flush=True)
         ctx.finalize()

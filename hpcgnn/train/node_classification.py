@@ -168,6 +168,7 @@ def run(cfg: TrainConfig) -> dict | None:
             break
 
     if stopped:
+        log.flush()
         if me == 0:
             print(stop_message("hpcgnn train", step, cfg), flush=True)
         ctx.finalize()

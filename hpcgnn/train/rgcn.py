@@ -187,6 +187,7 @@ def run(cfg: RGCNConfig) -> dict | None:
         if stopped:                 # stopped on the epoch's last step: closed, now stop
             break
     if stopped:
+        log.flush()
         if me == 0:
             print(stop_message("hpcgnn rgcn", step, cfg), flush=True)
         ctx.finalize()

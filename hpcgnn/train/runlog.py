@@ -1,17 +1,23 @@
 """What a training run leaves in its run directory (written by trainer 0):
 ``log.jsonl`` (one JSON object per epoch and one for the final result),
 ``metrics.csv`` (the epochs' numbers) and ``curve.png`` (loss and accuracies per
-epoch, matplotlib)."""
+epoch, matplotlib; redrawn at most every ``plot_every_s`` seconds during the run and
+at its end, since trainer 0 draws it while the other trainers wait at their next
+gradient allreduce: ~1 s the first time, with matplotlib's import)."""
 from __future__ import annotations
 
 import csv
 import json
 import os
+import time
 
 
 class RunLog:
-    def __init__(self, run_dir: str, active: bool, append: bool = False):
+    def __init__(self, run_dir: str, active: bool, append: bool = False, plot_every_s: float = 60.0):
         self.run_dir, self.active = run_dir, active
+        self.plot_every_s = plot_every_s
+        self._plotted_at = time.monotonic()
+        self._unplotted = False
         self.rows: list[dict] = []
         if active and append:
             self.rows = [r for r in _read_jsonl(os.path.join(run_dir, "log.jsonl")) if r.get("kind") == "epoch"]
@@ -28,11 +34,20 @@ class RunLog:
         self.rows = [r for r in self.rows if r["epoch"] != row["epoch"]] + [row]
         self._append(row)
         self._csv()
-        self._plot()
+        self._unplotted = True
+        if time.monotonic() - self._plotted_at >= self.plot_every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Draw ``curve.png`` now if epochs were logged since the last drawing."""
+        if self.active and self._unplotted and self.rows:
+            self._plot()
+            self._plotted_at, self._unplotted = time.monotonic(), False
 
     def final(self, row: dict) -> None:
         if self.active:
             self._append({"kind": "final", **row})
+            self.flush()
 
     def _append(self, row: dict) -> None:
         with open(os.path.join(self.run_dir, "log.jsonl"), "a") as f:
