@@ -50,10 +50,6 @@ class BufferRing:
                 self._bufs.append(b)
             return b[:n]
 
-    def clear(self) -> None:
-        with self._lock:
-            self._bufs.clear()
-
     def __len__(self) -> int:
         return len(self._bufs)
 
