@@ -22,7 +22,8 @@ the mean of the later epochs is reported with its breakdown: waiting for batches
 compute (forward, backward, optimizer), the overlapped gradient allreduce, and the
 producer's sampling and feature-gather time (overlapped with compute by the
 prefetch thread).  Prints one JSON object; ``distributed_over_single`` is the
-epoch-time ratio (target <= 1), and the DGL rows of TARGETS.md are quoted for the
+epoch-time ratio (target <= 1; with ``--pairs N`` both runs alternate N times and
+the ratio is the median over the pairs), and the DGL rows of TARGETS.md are quoted for the
 two graph sizes they were measured on.
 """
 import argparse
