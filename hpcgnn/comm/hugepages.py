@@ -24,11 +24,15 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _libc = None
 
 
+def _disabled() -> bool:
+    return os.environ.get("HPCGNN_HUGEPAGES", "1") == "0"
+
+
 def advise(mem: np.ndarray) -> bool:
     """``madvise(MADV_HUGEPAGE)`` on the whole pages inside ``mem``'s buffer; True
     when the kernel accepted the advice (it may still use small pages)."""
     global _libc
-    if os.environ.get("HPCGNN_HUGEPAGES", "1") == "0" or mem.nbytes < (2 << 20):
+    if _disabled() or mem.nbytes < (2 << 20):
         return False
     try:
         if _libc is None:
@@ -55,7 +59,7 @@ def status() -> tuple[bool, str, str]:
     """For ``hpcgnn doctor``: (both kinds of window memory can get huge pages,
     what the kernel says, what to ask for)."""
     anon, shmem = _setting("enabled"), _setting("shmem_enabled")
-    off = os.environ.get("HPCGNN_HUGEPAGES", "1") == "0"
+    off = _disabled()
     ok = not off and anon in ("madvise", "always") and shmem in ("advise", "within_size", "always", "force")
     detail = f"transparent_hugepage enabled={anon}, shmem_enabled={shmem}" + (", HPCGNN_HUGEPAGES=0" if off else "")
     if off:

@@ -275,6 +275,11 @@ class DistTensor:
         return self._dtype
 
     @property
+    def np_dtype(self) -> np.dtype:
+        """The NumPy dtype of the rows (of an ``out=`` array for :meth:`gather`)."""
+        return self._npdt
+
+    @property
     def name(self) -> str:
         return self._name
 

@@ -182,10 +182,9 @@ class MiniBatch:
 def _gather_features(t, ids) -> torch.Tensor:
     """``t[ids]`` for a DistTensor of a torch dtype, into a buffer of
     :data:`~hpcgnn.sampling.buffers.FEATURES` (reused once the batch is gone)."""
-    npdt = getattr(t, "_npdt", None)
-    if npdt is None or not isinstance(t.dtype, torch.dtype):
+    if not isinstance(t.dtype, torch.dtype):      # rows torch cannot hold come back as NumPy
         return _as_tensor(t[ids])
-    return torch.from_numpy(t.gather(ids, FEATURES.take(len(ids), t.shape[1:], npdt)))
+    return torch.from_numpy(t.gather(ids, FEATURES.take(len(ids), t.shape[1:], t.np_dtype)))
 
 
 def _as_tensor(a):
