@@ -1,18 +1,32 @@
 # Size-constrained label propagation and cluster contraction (ext/src/label_prop.c),
 # the coarsening step before ParMETIS (hpcgnn.partition.coarsen).  Independent.
-from libc.stdint cimport int64_t, uint64_t
+# ``adjwgt`` (optional, int64, one weight per adjacency entry): None = unit weights.
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 cdef extern from "label_prop.h" nogil:
-    int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
-                          const int64_t *w, int64_t bound, int rounds, uint64_t seed,
+    int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                          int64_t lo, const int64_t *w, int64_t bound, int rounds, uint64_t seed,
                           int64_t *label)
     int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
-                        const int64_t *xadj, const int64_t *adjncy, const int64_t *glab,
-                        int64_t K, int64_t cl_lo, int64_t *cxadj, int64_t *cadj, int64_t *cwgt)
+                        const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                        const int32_t *glab, int64_t K, int64_t cl_lo, int64_t *cxadj, int64_t *cadj,
+                        int64_t *cwgt)
+    int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                         int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
+                         int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed)
+
+
+cdef const int64_t *_weights(const int64_t[::1] adjwgt, const int64_t[::1] adjncy, str who) except? NULL:
+    if adjwgt is None or adjwgt.shape[0] == 0:
+        return NULL
+    if adjwgt.shape[0] != adjncy.shape[0]:
+        raise ValueError(f"{who}: adjwgt must have one weight per adjacency entry")
+    return &adjwgt[0]
 
 
 def lp_cluster(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
-               const int64_t[::1] w, int64_t bound, int rounds, uint64_t seed):
+               const int64_t[::1] w, int64_t bound, int rounds, uint64_t seed,
+               const int64_t[::1] adjwgt=None):
     """Size-constrained LP clustering of the local vertices (local neighbours only).
 
     Returns ``(k, label)``: ``label`` (int64) gives each vertex a cluster in ``[0, k)``.
@@ -25,9 +39,12 @@ def lp_cluster(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
         return 0, label[:0]
     if w.shape[0] != n:
         raise ValueError("lp_cluster: w must have one weight per vertex")
+    cdef const int64_t *pw = _weights(adjwgt, adjncy, "lp_cluster")
     with nogil:
-        k = hg_lp_cluster(n, &xadj[0], &adjncy[0] if adjncy.shape[0] else NULL, lo, &w[0],
+        k = hg_lp_cluster(n, &xadj[0], &adjncy[0] if adjncy.shape[0] else NULL, pw, lo, &w[0],
                           bound, rounds, seed, &lab[0])
+    if k == -2:
+        raise ValueError("lp_cluster: more than 2**31 - 1 vertices on one rank")
     if k < 0:
         raise MemoryError("lp_cluster: out of memory")
     return int(k), label[:n]
@@ -35,17 +52,20 @@ def lp_cluster(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
 
 def contract_clusters(const int64_t[::1] cstart, const int64_t[::1] members,
                       const int64_t[::1] xadj, const int64_t[::1] adjncy,
-                      const int64_t[::1] glab, int64_t K, int64_t cl_lo):
-    """CSR of the local clusters over global cluster ids: ``(cxadj, cadj, cwgt)``."""
+                      const int32_t[::1] glab, int64_t K, int64_t cl_lo,
+                      const int64_t[::1] adjwgt=None):
+    """CSR of the local clusters over global cluster ids (``glab``: int32 global cluster
+    of every global vertex): ``(cxadj, cadj, cwgt)``."""
     cdef int64_t k = cstart.shape[0] - 1
     cxadj = np.zeros(k + 1, dtype=np.int64)
     cdef int64_t[::1] cx = cxadj
     cdef int64_t m
     cdef const int64_t *pa = &adjncy[0] if adjncy.shape[0] else NULL
     cdef const int64_t *pm = &members[0] if members.shape[0] else NULL
-    cdef const int64_t *pg = &glab[0] if glab.shape[0] else NULL
+    cdef const int32_t *pg = &glab[0] if glab.shape[0] else NULL
+    cdef const int64_t *pw = _weights(adjwgt, adjncy, "contract_clusters")
     with nogil:
-        m = hg_contract(k, &cstart[0], pm, &xadj[0], pa, pg, K, cl_lo, &cx[0], NULL, NULL)
+        m = hg_contract(k, &cstart[0], pm, &xadj[0], pa, pw, pg, K, cl_lo, &cx[0], NULL, NULL)
     if m < 0:
         raise MemoryError("contract_clusters: out of memory")
     cadj = np.empty(max(m, 1), dtype=np.int64)
@@ -53,32 +73,32 @@ def contract_clusters(const int64_t[::1] cstart, const int64_t[::1] members,
     cdef int64_t[::1] ca = cadj
     cdef int64_t[::1] cw = cwgt
     with nogil:
-        m = hg_contract(k, &cstart[0], pm, &xadj[0], pa, pg, K, cl_lo, &cx[0], &ca[0], &cw[0])
+        m = hg_contract(k, &cstart[0], pm, &xadj[0], pa, pw, pg, K, cl_lo, &cx[0], &ca[0], &cw[0])
     if m < 0:
         raise MemoryError("contract_clusters: out of memory")
     return cxadj, cadj[:m], cwgt[:m]
 
 
-cdef extern from "label_prop.h" nogil:
-    int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
-                         const int64_t *gpart, int64_t *part, const int64_t *w, int64_t nparts,
-                         int64_t *pw, const int64_t *cap, uint64_t seed)
-
-
 def lp_refine(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
-              const int64_t[::1] gpart, int64_t[::1] part, const int64_t[::1] w,
-              int64_t[::1] pw, const int64_t[::1] cap, uint64_t seed):
+              int32_t[::1] gpart, int64_t[::1] part, const int64_t[:, ::1] w,
+              int64_t[:, ::1] pw, const int64_t[:, ::1] cap, uint64_t seed,
+              const int64_t[::1] adjwgt=None):
     """One sweep of k-way LP refinement of the local parts (``part`` and ``pw`` updated
-    in place); returns the number of moves."""
+    in place; ``gpart``, int32 parts of all vertices, gets this rank's entries from
+    ``part``).  ``w``: ``(n, ncon)`` vertex weights; ``pw``/``cap``: ``(nparts, ncon)``
+    part weights and the most each may reach.  Returns the number of moves."""
     cdef int64_t n = xadj.shape[0] - 1
     cdef int64_t m
     if n <= 0:
         return 0
-    if part.shape[0] != n or w.shape[0] != n or cap.shape[0] != pw.shape[0]:
+    if (part.shape[0] != n or w.shape[0] != n or cap.shape[0] != pw.shape[0] or gpart.shape[0] < lo + n
+            or w.shape[1] != pw.shape[1] or cap.shape[1] != pw.shape[1]):
         raise ValueError("lp_refine: array sizes do not match")
     cdef const int64_t *pa = &adjncy[0] if adjncy.shape[0] else NULL
+    cdef const int64_t *pwt = _weights(adjwgt, adjncy, "lp_refine")
     with nogil:
-        m = hg_lp_refine(n, &xadj[0], pa, lo, &gpart[0], &part[0], &w[0], pw.shape[0], &pw[0], &cap[0], seed)
+        m = hg_lp_refine(n, &xadj[0], pa, pwt, lo, &gpart[0], &part[0], &w[0, 0], w.shape[1], pw.shape[0],
+                         &pw[0, 0], &cap[0, 0], seed)
     if m < 0:
         raise MemoryError("lp_refine: out of memory")
     return int(m)

@@ -2,6 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every sweep visits the vertices block by block (BLK consecutive vertices, blocks in
+ * a seeded random order): the adjacency of a block is one contiguous stretch, so the
+ * lookups of neighbours' labels/parts can be prefetched PF edges ahead, and the
+ * random order still breaks the id order's bias. */
+#define BLK 256
+#define PF 24
+
 static inline uint64_t mix(uint64_t z) {
     z += 0x9E3779B97F4A7C15ULL;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -9,71 +16,141 @@ static inline uint64_t mix(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
-                      const int64_t *w, int64_t bound, int rounds, uint64_t seed,
+static void shuffle(int64_t *a, int64_t n, uint64_t *state) {
+    for (int64_t i = n - 1; i > 0; i--) {  /* Fisher-Yates */
+        *state = mix(*state);
+        int64_t j = (int64_t)(*state % (uint64_t)(i + 1));
+        int64_t t = a[i]; a[i] = a[j]; a[j] = t;
+    }
+}
+
+static int64_t max_degree(int64_t n, const int64_t *xadj) {
+    int64_t d = 0;
+    for (int64_t v = 0; v < n; v++) if (xadj[v + 1] - xadj[v] > d) d = xadj[v + 1] - xadj[v];
+    return d;
+}
+
+/* Small open-addressing counter keyed by cluster id, sized per vertex to the next
+ * power of two >= 2 * degree: stays in L1/L2, where an n-sized rating array missed
+ * the cache on every edge. */
+typedef struct { int32_t *key; int64_t *val; int32_t *used; int64_t nused; unsigned bits; } counter;
+
+static int counter_init(counter *c, int64_t maxdeg) {
+    unsigned bits = 4;
+    while (((int64_t)1 << bits) < 2 * maxdeg) bits++;
+    c->key = malloc(((size_t)1 << bits) * sizeof(int32_t));
+    c->val = malloc(((size_t)1 << bits) * sizeof(int64_t));
+    c->used = malloc(((size_t)1 << bits) * sizeof(int32_t));
+    if (!c->key || !c->val || !c->used) return -1;
+    memset(c->key, 0xff, ((size_t)1 << bits) * sizeof(int32_t));
+    c->nused = 0; c->bits = bits;
+    return 0;
+}
+
+static void counter_free(counter *c) { free(c->key); free(c->val); free(c->used); }
+
+static inline void counter_size(counter *c, int64_t deg) {
+    unsigned bits = 4;
+    while (((int64_t)1 << bits) < 2 * deg) bits++;
+    c->bits = bits;
+}
+
+static inline void counter_add(counter *c, int32_t k, int64_t by) {
+    uint32_t mask = (1u << c->bits) - 1;
+    uint32_t s = ((uint32_t)k * 2654435761u) >> (32 - c->bits);
+    for (;; s = (s + 1) & mask) {
+        if (c->key[s] == k) { c->val[s] += by; return; }
+        if (c->key[s] < 0) { c->key[s] = k; c->val[s] = by; c->used[c->nused++] = (int32_t)s; return; }
+    }
+}
+
+static inline int64_t counter_get(const counter *c, int32_t k) {
+    uint32_t mask = (1u << c->bits) - 1;
+    uint32_t s = ((uint32_t)k * 2654435761u) >> (32 - c->bits);
+    for (;; s = (s + 1) & mask) {
+        if (c->key[s] == k) return c->val[s];
+        if (c->key[s] < 0) return 0;
+    }
+}
+
+static inline void counter_clear(counter *c) {
+    for (int64_t i = 0; i < c->nused; i++) c->key[c->used[i]] = -1;
+    c->nused = 0;
+}
+
+int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                      int64_t lo, const int64_t *w, int64_t bound, int rounds, uint64_t seed,
                       int64_t *label) {
     if (n <= 0) return 0;
+    if (n >= INT32_MAX) return -2;
+    int64_t nb = (n + BLK - 1) / BLK;
+    int32_t *lab = malloc((size_t)n * sizeof(int32_t));
     int64_t *size = malloc((size_t)n * sizeof(int64_t));
-    int64_t *rating = calloc((size_t)n, sizeof(int64_t));
-    int64_t *touched = malloc((size_t)n * sizeof(int64_t));
-    int64_t *order = malloc((size_t)n * sizeof(int64_t));
-    if (!size || !rating || !touched || !order) {
-        free(size); free(rating); free(touched); free(order);
+    int64_t *blocks = malloc((size_t)nb * sizeof(int64_t));
+    counter cnt = {0};
+    if (!lab || !size || !blocks || counter_init(&cnt, max_degree(n, xadj)) < 0) {
+        free(lab); free(size); free(blocks); counter_free(&cnt);
         return -1;
     }
-    for (int64_t i = 0; i < n; i++) { label[i] = i; size[i] = w[i]; order[i] = i; }
+    for (int64_t i = 0; i < n; i++) { lab[i] = (int32_t)i; size[i] = w[i]; }
+    for (int64_t b = 0; b < nb; b++) blocks[b] = b;
     uint64_t state = seed * 0x2545F4914F6CDD1DULL + 1;
     for (int r = 0; r < rounds; r++) {
-        for (int64_t i = n - 1; i > 0; i--) {  /* Fisher-Yates */
-            state = mix(state);
-            int64_t j = (int64_t)(state % (uint64_t)(i + 1));
-            int64_t t = order[i]; order[i] = order[j]; order[j] = t;
-        }
+        shuffle(blocks, nb, &state);
         int64_t moved = 0;
-        for (int64_t oi = 0; oi < n; oi++) {
-            int64_t v = order[oi];
-            int64_t nt = 0;
-            for (int64_t e = xadj[v]; e < xadj[v + 1]; e++) {
-                int64_t u = adjncy[e] - lo;
-                if (u < 0 || u >= n) continue;
-                int64_t c = label[u];
-                if (rating[c] == 0) touched[nt++] = c;
-                rating[c]++;
-            }
-            int64_t cur = label[v], best = cur, bestr = rating[cur];
-            uint64_t besth = 0;
-            for (int64_t t = 0; t < nt; t++) {
-                int64_t c = touched[t], rc = rating[c];
-                rating[c] = 0;
-                if (c == cur || size[c] + w[v] > bound) continue;
-                if (rc > bestr) { best = c; bestr = rc; besth = mix((uint64_t)c ^ state); }
-                else if (rc == bestr && best != cur) {
-                    uint64_t h = mix((uint64_t)c ^ state);
-                    if (h > besth) { best = c; besth = h; }
+        for (int64_t bi = 0; bi < nb; bi++) {
+            int64_t v0 = blocks[bi] * BLK, v1 = v0 + BLK < n ? v0 + BLK : n, eend = xadj[v1];
+            for (int64_t v = v0; v < v1; v++) {
+                counter_size(&cnt, xadj[v + 1] - xadj[v]);
+                for (int64_t e = xadj[v]; e < xadj[v + 1]; e++) {
+                    if (e + PF < eend) {
+                        uint64_t p = (uint64_t)(adjncy[e + PF] - lo);
+                        if (p < (uint64_t)n) __builtin_prefetch(&lab[p]);
+                    }
+                    uint64_t u = (uint64_t)(adjncy[e] - lo);
+                    if (u >= (uint64_t)n) continue;
+                    counter_add(&cnt, lab[u], adjwgt ? adjwgt[e] : 1);
                 }
-            }
-            rating[cur] = 0;
-            if (best != cur) {
-                size[cur] -= w[v]; size[best] += w[v]; label[v] = best; moved++;
+                int32_t cur = lab[v], best = cur;
+                int64_t bestr = counter_get(&cnt, cur);
+                uint64_t besth = 0;
+                for (int64_t t = 0; t < cnt.nused; t++) {
+                    int32_t s = cnt.used[t], c = cnt.key[s];
+                    int64_t rc = cnt.val[s];
+                    if (c == cur || rc < bestr) continue;
+                    if (rc == bestr && best == cur) continue;
+                    if (size[c] + w[v] > bound) continue;
+                    if (rc > bestr) { best = c; bestr = rc; besth = mix((uint64_t)c ^ state); }
+                    else {
+                        uint64_t h = mix((uint64_t)c ^ state);
+                        if (h > besth) { best = c; besth = h; }
+                    }
+                }
+                counter_clear(&cnt);
+                if (best != cur) {
+                    size[cur] -= w[v]; size[best] += w[v]; lab[v] = best; moved++;
+                }
             }
         }
         if (moved * 1000 < n) break;
     }
     /* compact: cluster ids in order of first appearance */
-    int64_t *map = rating;  /* all zero again: reuse as id map (+1) */
+    int64_t *map = size;
+    for (int64_t i = 0; i < n; i++) map[i] = 0;
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t c = label[i];
+        int32_t c = lab[i];
         if (map[c] == 0) map[c] = ++k;
         label[i] = map[c] - 1;
     }
-    free(size); free(rating); free(touched); free(order);
+    free(lab); free(size); free(blocks); counter_free(&cnt);
     return k;
 }
 
 int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
-                    const int64_t *xadj, const int64_t *adjncy, const int64_t *glab,
-                    int64_t K, int64_t cl_lo, int64_t *cxadj, int64_t *cadj, int64_t *cwgt) {
+                    const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                    const int32_t *glab, int64_t K, int64_t cl_lo, int64_t *cxadj, int64_t *cadj,
+                    int64_t *cwgt) {
     int64_t *touched = malloc((size_t)(K > 0 ? K : 1) * sizeof(int64_t));
     int64_t *cnt = calloc((size_t)(K > 0 ? K : 1), sizeof(int64_t));
     if (!touched || !cnt) { free(touched); free(cnt); return -1; }
@@ -83,11 +160,14 @@ int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
         int64_t self = cl_lo + c, nt = 0;
         for (int64_t i = cstart[c]; i < cstart[c + 1]; i++) {
             int64_t v = members[i];
-            for (int64_t e = xadj[v]; e < xadj[v + 1]; e++) {
+            if (i + 2 < cstart[c + 1]) __builtin_prefetch(&adjncy[xadj[members[i + 2]]]);
+            int64_t e1 = xadj[v + 1];
+            for (int64_t e = xadj[v]; e < e1; e++) {
+                if (e + 8 < e1) __builtin_prefetch(&glab[adjncy[e + 8]]);
                 int64_t d = glab[adjncy[e]];
                 if (d == self) continue;
                 if (cnt[d] == 0) touched[nt++] = d;
-                cnt[d]++;
+                cnt[d] += adjwgt ? adjwgt[e] : 1;
             }
         }
         for (int64_t t = 0; t < nt; t++) {
@@ -102,42 +182,48 @@ int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
     return m;
 }
 
-int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
-                     const int64_t *gpart, int64_t *part, const int64_t *w, int64_t nparts,
-                     int64_t *pw, const int64_t *cap, uint64_t seed) {
+int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                     int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
+                     int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed) {
     if (n <= 0) return 0;
+    int64_t nb = (n + BLK - 1) / BLK;
     int64_t *conn = calloc((size_t)nparts, sizeof(int64_t));
     int64_t *touched = malloc((size_t)nparts * sizeof(int64_t));
-    int64_t *order = malloc((size_t)n * sizeof(int64_t));
-    if (!conn || !touched || !order) { free(conn); free(touched); free(order); return -1; }
+    int64_t *blocks = malloc((size_t)nb * sizeof(int64_t));
+    if (!conn || !touched || !blocks) { free(conn); free(touched); free(blocks); return -1; }
     uint64_t state = seed * 0x2545F4914F6CDD1DULL + 7;
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        state = mix(state);
-        int64_t j = (int64_t)(state % (uint64_t)(i + 1));
-        int64_t t = order[i]; order[i] = order[j]; order[j] = t;
-    }
+    for (int64_t b = 0; b < nb; b++) blocks[b] = b;
+    shuffle(blocks, nb, &state);
+    int32_t *mine = gpart + lo;  /* this rank's entries: kept current as vertices move */
+    for (int64_t i = 0; i < n; i++) mine[i] = (int32_t)part[i];
     int64_t moved = 0;
-    for (int64_t oi = 0; oi < n; oi++) {
-        int64_t v = order[oi], nt = 0;
-        for (int64_t e = xadj[v]; e < xadj[v + 1]; e++) {
-            int64_t g = adjncy[e], u = g - lo;
-            int64_t q = (u >= 0 && u < n) ? part[u] : gpart[g];
-            if (conn[q] == 0) touched[nt++] = q;
-            conn[q]++;
-        }
-        int64_t cur = part[v], best = cur, bestc = conn[cur];
-        for (int64_t t = 0; t < nt; t++) {
-            int64_t q = touched[t], c = conn[q];
-            conn[q] = 0;
-            if (q == cur || pw[q] + w[v] > cap[q]) continue;
-            if (c > bestc) { best = q; bestc = c; }
-        }
-        conn[cur] = 0;
-        if (best != cur) {
-            pw[cur] -= w[v]; pw[best] += w[v]; part[v] = best; moved++;
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int64_t v0 = blocks[bi] * BLK, v1 = v0 + BLK < n ? v0 + BLK : n, eend = xadj[v1];
+        for (int64_t v = v0; v < v1; v++) {
+            int64_t nt = 0;
+            for (int64_t e = xadj[v]; e < xadj[v + 1]; e++) {
+                if (e + PF < eend) __builtin_prefetch(&gpart[adjncy[e + PF]]);
+                int64_t q = gpart[adjncy[e]];
+                if (conn[q] == 0) touched[nt++] = q;
+                conn[q] += adjwgt ? adjwgt[e] : 1;
+            }
+            int64_t cur = mine[v], best = cur, bestc = conn[cur];
+            for (int64_t t = 0; t < nt; t++) {
+                int64_t q = touched[t], c = conn[q];
+                conn[q] = 0;
+                if (q == cur || c <= bestc) continue;
+                int fits = 1;
+                for (int64_t j = 0; j < ncon; j++)
+                    if (w[v * ncon + j] && pw[q * ncon + j] + w[v * ncon + j] > cap[q * ncon + j]) { fits = 0; break; }
+                if (fits) { best = q; bestc = c; }
+            }
+            conn[cur] = 0;
+            if (best != cur) {
+                for (int64_t j = 0; j < ncon; j++) { pw[cur * ncon + j] -= w[v * ncon + j]; pw[best * ncon + j] += w[v * ncon + j]; }
+                mine[v] = (int32_t)best; part[v] = best; moved++;
+            }
         }
     }
-    free(conn); free(touched); free(order);
+    free(conn); free(touched); free(blocks);
     return moved;
 }

@@ -1,36 +1,42 @@
 /* Size-constrained label propagation and cluster contraction (hpcgnn partitioning).
  * Plain C, no Python or MPI: the Cython wrapper (ext/labelprop.pxi) calls these
- * without the GIL.  See hpcgnn/partition/coarsen.py for how they are used. */
+ * without the GIL.  See hpcgnn/partition/coarsen.py for how they are used.
+ * adjwgt, where given (NULL: every edge weighs 1), holds one weight per adjncy entry. */
 #ifndef HPCGNN_LABEL_PROP_H
 #define HPCGNN_LABEL_PROP_H
 #include <stdint.h>
 
 /* Cluster the n local vertices [lo, lo+n) of a CSR (xadj local offsets, adjncy global
- * ids): `rounds` sweeps in a seeded random order; each vertex joins the neighbouring
- * cluster (local neighbours only) with the most edges to it whose weight (sum of w)
- * stays <= bound.  label[i] receives a cluster id in [0, k); returns k, or -1 when
- * out of memory. */
-int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
-                      const int64_t *w, int64_t bound, int rounds, uint64_t seed,
+ * ids): `rounds` sweeps, each over blocks of consecutive vertices in a seeded random
+ * order; each vertex joins the neighbouring cluster (local neighbours only) with the
+ * largest edge weight to it whose weight (sum of w) stays <= bound.  label[i]
+ * receives a cluster id in [0, k); returns k, -1 when out of memory, -2 when n does
+ * not fit in int32. */
+int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                      int64_t lo, const int64_t *w, int64_t bound, int rounds, uint64_t seed,
                       int64_t *label);
 
 /* Contract the local clusters: members lists the n local vertices grouped by cluster
  * (cluster c owns members[cstart[c]:cstart[c+1]]), glab[g] is the global cluster of
  * global vertex g (K clusters in all; this rank's are cl_lo..cl_lo+k-1).  Fills cxadj
  * (k+1) and, when cadj/cwgt are not NULL, the cluster adjacency (global cluster ids,
- * no self loops, one entry per neighbour cluster) with multiplicities as weights.
+ * no self loops, one entry per neighbour cluster) with summed edge weights.
  * Returns the number of entries, or -1 when out of memory. */
 int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
-                    const int64_t *xadj, const int64_t *adjncy, const int64_t *glab,
-                    int64_t K, int64_t cl_lo, int64_t *cxadj, int64_t *cadj, int64_t *cwgt);
+                    const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                    const int32_t *glab, int64_t K, int64_t cl_lo, int64_t *cxadj, int64_t *cadj,
+                    int64_t *cwgt);
 
 /* One sweep of k-way label-propagation refinement of the n local vertices [lo, lo+n):
- * in a seeded random order, each vertex moves to the part holding most of its
- * neighbours (strictly more than its own part) if that part's weight stays <= cap.
- * gpart[g]: part of every global vertex (remote entries may be stale; local entries
- * are read from part); part: local parts, updated; pw: weight per part (nparts),
- * updated with the moves.  Returns the number of moves, or -1 when out of memory. */
-int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, int64_t lo,
-                     const int64_t *gpart, int64_t *part, const int64_t *w, int64_t nparts,
-                     int64_t *pw, const int64_t *cap, uint64_t seed);
+ * over blocks of consecutive vertices in a seeded random order, each vertex moves to
+ * the part with the largest edge weight to it (strictly more than its own part) if
+ * every one of that part's ncon weights stays <= its cap (w: n x ncon vertex weights,
+ * pw and cap: nparts x ncon, row-major).  gpart[g]: part of every global vertex (remote
+ * entries may be stale; this rank's entries gpart[lo:lo+n] are overwritten from part
+ * and kept current as vertices move); part: local parts, updated; pw: updated with
+ * the moves.  Returns the number of moves, or -1 when out of
+ * memory. */
+int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                     int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
+                     int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed);
 #endif

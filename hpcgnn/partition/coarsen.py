@@ -14,10 +14,14 @@ communication while clustering and makes every rank the owner of its clusters.
 
 The clusters are contracted into a weighted graph (vertex weights: the sums of every
 constraint column; edge weights: the number of symmetric-view edges between two
-clusters), ParMETIS partitions that graph, and every vertex takes its cluster's part.
-A few sweeps of k-way label-propagation refinement on the whole graph (:func:`refine`)
-then move single vertices to the part holding most of their neighbours, within the
-balance bound on the first column.
+clusters).  The same clustering, on edge weights, is applied to that graph again
+while it shrinks by at least a third and holds more than ``COARSEST_PER_PART``
+vertices per part, up to ``MAX_LEVELS`` levels (on graphs without
+small dense communities the first level leaves most edges between clusters, and
+ParMETIS' time follows the edges).  ParMETIS partitions the coarsest graph; going back
+level by level, every vertex takes its cluster's part and a few sweeps of k-way
+label-propagation refinement (:func:`refine`) move single vertices to the part with
+the most edge weight to them, within the balance bound of every constraint.
 The rebalancing pass (:mod:`.balance`) then evens out 0/1 columns as before.
 
 The compiled kernels are ``hpcgnn._ext.lp_cluster`` and ``contract_clusters``
@@ -36,84 +40,109 @@ from .parmetis import part_kway
 #: Coarsening methods accepted by ``partition_graph(coarsen=...)``.
 COARSEN_METHODS = ("lp", "none")
 #: Default LP sweeps and cluster bound divisor.
-LP_ROUNDS = 5
+LP_ROUNDS = 10
 CLUSTER_FACTOR = 256
-#: Most sweeps of label-propagation refinement after projecting the parts back.
-REFINE_ROUNDS = 6
+#: Most sweeps of label-propagation refinement at each level after projecting the parts back.
+REFINE_ROUNDS = 12
+#: Most levels of clustering; a level that keeps more than ``MIN_SHRINK`` of the
+#: previous level's vertices ends the coarsening, and so does a level with at most
+#: ``COARSEST_PER_PART`` vertices per part (as KaMinPar's contraction limit).
+MAX_LEVELS = 3
+MIN_SHRINK = 0.67
+COARSEST_PER_PART = 2000
+#: ParMETIS runs (seeds) on the coarsest graph; the smallest cut is kept.
+TRIES = 4
 
 
 def lp_clusters(comm, vtxdist, xadj, adjncy, w0, nparts: int, seed: int, rounds: int = LP_ROUNDS,
-                cluster_factor: int = CLUSTER_FACTOR):
+                cluster_factor: int = CLUSTER_FACTOR, adjwgt=None, total: int | None = None):
     """Collective: LP clusters of this rank's vertices.
 
     Returns ``(label, cdist)``: ``label`` the local cluster of each local vertex
     (``[0, k)``), ``cdist`` the cluster distribution (rank ``r`` owns global clusters
-    ``cdist[r]:cdist[r+1]``; global id = ``cdist[rank] + label``).
+    ``cdist[r]:cdist[r+1]``; global id = ``cdist[rank] + label``).  ``total``: the
+    graph's whole first-column weight (default: the sum of ``w0`` over the ranks).
     """
     rank = comm.Get_rank()
     lo = int(vtxdist[rank])
     w0 = np.ascontiguousarray(w0, dtype=np.int64)
-    total = comm.allreduce(int(w0.sum()), op=MPI.SUM)
+    if total is None:
+        total = comm.allreduce(int(w0.sum()), op=MPI.SUM)
     bound = max(1, total // (max(1, nparts) * cluster_factor))
     k, label = _ext.lp_cluster(np.ascontiguousarray(xadj, dtype=np.int64),
                                np.ascontiguousarray(adjncy, dtype=np.int64), lo, w0, int(bound),
-                               int(rounds), int(seed) * 1000003 + rank)
+                               int(rounds), int(seed) * 1000003 + rank, adjwgt=_opt(adjwgt))
     ks = np.array(comm.allgather(int(k)), dtype=np.int64)
     cdist = np.concatenate([[0], np.cumsum(ks)]).astype(np.int64)
     return label, cdist
 
 
-def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray]):
+def _opt(a):
+    return None if a is None else np.ascontiguousarray(a, dtype=np.int64)
+
+
+def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray], adjwgt=None):
     """Collective: the cluster graph, distributed as ``cdist``.
 
     Returns ``(cxadj, cadj, cadjwgt, cvwgt)``: CSR over global cluster ids without self
-    loops, edge multiplicities, and an ``(k, ncon)`` array of summed vertex weights.
-    Needs every vertex's global cluster id (an all-gather of ``N`` int64).
+    loops, summed edge weights (multiplicities when ``adjwgt`` is None), and an
+    ``(k, ncon)`` array of summed vertex weights.
+    Needs every vertex's global cluster id (an all-gather of ``N`` int32: fewer than
+    2**31 clusters, which ParMETIS' 32-bit ``idx_t`` requires anyway).
     """
     rank = comm.Get_rank()
     k = int(cdist[rank + 1] - cdist[rank])
-    glocal = np.ascontiguousarray(label + cdist[rank], dtype=np.int64)
+    if int(cdist[-1]) > np.iinfo(np.int32).max:
+        raise ValueError(f"contract: {int(cdist[-1])} clusters do not fit in int32 (rank {rank})")
+    glocal = np.ascontiguousarray(label + cdist[rank], dtype=np.int32)
     counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
-    glab = np.empty(int(vtxdist[-1]), dtype=np.int64)
-    comm.Allgatherv(glocal, [glab, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()), MPI.INT64_T])
+    glab = np.empty(int(vtxdist[-1]), dtype=np.int32)
+    comm.Allgatherv(glocal, [glab, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()), MPI.INT32_T])
     order = np.argsort(label, kind="stable").astype(np.int64)
     sizes = np.bincount(label, minlength=k)
     cstart = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     cxadj, cadj, cadjwgt = _ext.contract_clusters(cstart, order, np.ascontiguousarray(xadj, dtype=np.int64),
                                                   np.ascontiguousarray(adjncy, dtype=np.int64), glab,
-                                                  int(cdist[-1]), int(cdist[rank]))
+                                                  int(cdist[-1]), int(cdist[rank]), adjwgt=_opt(adjwgt))
     del glab
     cvwgt = np.stack([np.bincount(label, weights=np.asarray(c, dtype=np.float64), minlength=k)
                       .round().astype(np.int64) for c in weights], axis=1)
     return cxadj, cadj, cadjwgt, cvwgt
 
 
-def refine(comm, vtxdist, xadj, adjncy, parts, w0, nparts: int, ubvec: float, seed: int,
-           rounds: int = REFINE_ROUNDS) -> int:
+def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
+           rounds: int = REFINE_ROUNDS, adjwgt=None) -> int:
     """Collective: k-way label-propagation refinement of ``parts`` (in place).
 
-    Each round all-gathers the part vector, then every rank sweeps its vertices once,
-    moving a vertex to the part holding most of its neighbours when that part's
-    weight (``w0``) stays within ``ubvec`` of the mean; each rank may fill only its
-    share (``1/R``) of a part's free room, so the bound holds after all ranks moved.
-    Returns the number of moves."""
+    ``w``: ``(n, ncon)`` vertex weights (every balance constraint).  Each round
+    all-gathers the part vector (int32), then every rank sweeps its vertices once,
+    moving a vertex to the part with the most edge weight to it when every weight
+    column ``j`` of that part stays within ``ubvec[j]`` (or the scalar ``ubvec``) of its mean; each rank may fill only its
+    share (``1/R``) of a part's free room, so the bounds hold after all ranks moved.
+    Stops early once fewer than 0.1% of the vertices move.  Returns the number of moves."""
     rank, R = comm.Get_rank(), comm.Get_size()
     lo = int(vtxdist[rank])
     counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
-    w0 = np.ascontiguousarray(w0, dtype=np.int64)
+    w = np.ascontiguousarray(np.asarray(w, dtype=np.int64).reshape(len(xadj) - 1, -1))
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
     adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
-    total = comm.allreduce(int(w0.sum()), op=MPI.SUM)
-    limit = int(ubvec * total / nparts)
-    gpart = np.empty(int(vtxdist[-1]), dtype=np.int64)
+    adjwgt = _opt(adjwgt)
+    total = comm.allreduce(w.sum(axis=0), op=MPI.SUM)
+    ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), total.shape)
+    limit = np.floor(ub * total / nparts).astype(np.int64)
+    gpart = np.empty(int(vtxdist[-1]), dtype=np.int32)
     moved = 0
     for r in range(rounds):
         local = np.ascontiguousarray(parts, dtype=np.int64)
-        comm.Allgatherv(local, [gpart, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()), MPI.INT64_T])
-        pw = comm.allreduce(np.bincount(local, weights=w0, minlength=nparts).astype(np.int64), op=MPI.SUM)
-        cap = pw + np.maximum(limit - pw, 0) // R
-        m = _ext.lp_refine(xadj, adjncy, lo, gpart, local, w0, pw.copy(), cap.astype(np.int64),
-                           int(seed) * 7919 + 31 * r + rank)
+        comm.Allgatherv(local.astype(np.int32), [gpart, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()),
+                                                 MPI.INT32_T])
+        pw = np.zeros((nparts, w.shape[1]), dtype=np.int64)
+        for j in range(w.shape[1]):
+            pw[:, j] = np.bincount(local, weights=w[:, j], minlength=nparts)
+        pw = comm.allreduce(pw, op=MPI.SUM)
+        cap = np.ascontiguousarray(pw + np.maximum(limit[None, :] - pw, 0) // R, dtype=np.int64)
+        m = _ext.lp_refine(xadj, adjncy, lo, gpart, local, w, pw.copy(), cap,
+                           int(seed) * 7919 + 31 * r + rank, adjwgt=adjwgt)
         parts[:] = local
         m = comm.allreduce(int(m), op=MPI.SUM)
         moved += m
@@ -123,30 +152,62 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w0, nparts: int, ubvec: float, se
 
 
 def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], nparts: int, seed: int,
-                    ubvec: float = 1.05, rounds: int = LP_ROUNDS,
-                    cluster_factor: int = CLUSTER_FACTOR) -> tuple[np.ndarray, dict]:
-    """Collective: parts of this rank's vertices via LP clustering + ParMETIS on the
-    cluster graph.  ``weights[0]`` bounds the cluster sizes.  Returns ``(parts, info)``
-    with ``info`` holding the cluster graph's size."""
+                    ubvec=1.05, rounds: int = LP_ROUNDS,
+                    cluster_factor: int = CLUSTER_FACTOR, max_levels: int = MAX_LEVELS,
+                    tries: int = TRIES) -> tuple[np.ndarray, dict]:
+    """Collective: parts of this rank's vertices via LP clustering (up to ``max_levels``
+    levels) + ParMETIS on the coarsest graph + LP refinement back up.  ``weights[0]``
+    bounds the cluster sizes; ``ubvec``: the imbalance allowed for each weight column
+    (or one value for all).  Returns ``(parts, info)`` with ``info`` holding each
+    level's size and the seconds of each step."""
     t0 = time.perf_counter()
-    label, cdist = lp_clusters(comm, vtxdist, xadj, adjncy, weights[0], nparts, seed, rounds, cluster_factor)
-    t1 = time.perf_counter()
-    cxadj, cadj, cadjwgt, cvwgt = contract(comm, vtxdist, xadj, adjncy, label, cdist, weights)
+    total = comm.allreduce(int(np.asarray(weights[0]).sum()), op=MPI.SUM)
+    n_all = int(vtxdist[-1])
+    levels = []       # (vtxdist, xadj, adjncy, adjwgt, vertex weights, label) of each finer graph
+    dist, gx, ga, gw, vw = vtxdist, xadj, adjncy, None, [np.asarray(c) for c in weights]
+    lp_s = contract_s = 0.0
+    sizes = []
+    for level in range(max(1, max_levels)):
+        t = time.perf_counter()
+        label, cdist = lp_clusters(comm, dist, gx, ga, vw[0], nparts, seed + level, rounds, cluster_factor,
+                                   adjwgt=gw, total=total)
+        t1 = time.perf_counter()
+        lp_s += t1 - t
+        K = int(cdist[-1])
+        if level > 0 and K > MIN_SHRINK * int(dist[-1]):
+            break                     # no longer shrinking: partition this level
+        cx, ca, cw, cv = contract(comm, dist, gx, ga, label, cdist, vw, adjwgt=gw)
+        contract_s += time.perf_counter() - t1
+        levels.append((dist, gx, ga, gw, np.stack(vw, axis=1), label))
+        dist, gx, ga, gw, vw = cdist, cx, ca, cw, [cv[:, j] for j in range(cv.shape[1])]
+        ne = comm.allreduce(len(ca), op=MPI.SUM)
+        sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": int(comm.allreduce(int(cw.sum())))})
+        if K > MIN_SHRINK * n_all or K <= COARSEST_PER_PART * nparts:
+            break
+        n_all = K
     t2 = time.perf_counter()
     ncon = len(weights)
-    cparts = part_kway(comm, cdist, cxadj, cadj, vwgt=cvwgt.reshape(-1), ncon=ncon, nparts=nparts,
-                       adjwgt=cadjwgt, ubvec=np.full(ncon, ubvec), seed=seed)
-    parts = cparts[label]
+    ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
+    best = None
+    for t in range(max(1, tries)):   # the coarsest graph is small: keep ParMETIS' best of a few seeds
+        p, cut = part_kway(comm, dist, gx, ga, vwgt=np.stack(vw, axis=1).reshape(-1), ncon=ncon, nparts=nparts,
+                           adjwgt=gw, ubvec=ub, seed=seed + 7 * t, return_cut=True)
+        if best is None or cut < best[1]:
+            best = (p, cut)
+    parts = best[0]
     t3 = time.perf_counter()
-    moved = refine(comm, vtxdist, xadj, adjncy, parts, weights[0], nparts, ubvec, seed)
+    moved = 0
+    for dist, gx, ga, gw, vwl, label in reversed(levels):
+        parts = np.ascontiguousarray(parts[label], dtype=np.int64)
+        moved += refine(comm, dist, gx, ga, parts, vwl, nparts, ub, seed, adjwgt=gw)
     t4 = time.perf_counter()
-    sums = comm.allreduce(np.array([len(cadj), int(cadjwgt.sum()), len(adjncy)], dtype=np.int64), op=MPI.SUM)
     tmax = np.empty(4)
-    comm.Allreduce(np.array([t1 - t0, t2 - t1, t3 - t2, t4 - t3]), tmax, op=MPI.MAX)
+    comm.Allreduce(np.array([lp_s, contract_s, t3 - t2, t4 - t3]), tmax, op=MPI.MAX)
+    nedge = comm.allreduce(len(adjncy), op=MPI.SUM)
     info = {"method": "lp", "rounds": int(rounds), "cluster_factor": int(cluster_factor),
-            "clusters": int(cdist[-1]), "cluster_edges": int(sums[0]),
-            "inter_cluster_edge_fraction": round(float(sums[1]) / max(1, int(sums[2])), 4),
+            "levels": sizes, "clusters": sizes[-1]["clusters"], "cluster_edges": sizes[-1]["cluster_edges"],
+            "inter_cluster_edge_fraction": round(sizes[0]["edge_weight"] / max(1, nedge), 4),
             "lp_s": round(float(tmax[0]), 3), "contract_s": round(float(tmax[1]), 3),
             "parmetis_s": round(float(tmax[2]), 3), "refine_moves": int(moved),
-            "refine_s": round(float(tmax[3]), 3)}
+            "refine_s": round(float(tmax[3]), 3), "total_s": round(time.perf_counter() - t0, 3)}
     return parts, info

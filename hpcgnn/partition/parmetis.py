@@ -66,14 +66,15 @@ def _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt):
 
 
 def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *,
-              adjwgt=None, ubvec=None, tpwgts=None, seed: int = 0) -> np.ndarray:
+              adjwgt=None, ubvec=None, tpwgts=None, seed: int = 0, return_cut: bool = False):
     """Collective over ``comm``: partition a distributed graph into ``nparts`` parts.
 
     Rank ``r`` holds vertices ``vtxdist[r]:vtxdist[r+1]`` as a CSR (``xadj`` local
     offsets, ``adjncy`` global neighbor ids).  The graph must be symmetric and
     without self loops.  ``vwgt`` holds ``ncon`` weights per vertex (vertex-major),
     each of which ParMETIS balances within ``ubvec`` (default 1.05).  Returns this
-    rank's part vector (int64, one entry per local vertex).  Bad input raises
+    rank's part vector (int64, one entry per local vertex), and with ``return_cut``
+    the pair ``(part, edgecut)`` (ParMETIS' weighted cut).  Bad input raises
     :class:`~hpcgnn.errors.InputError` on every rank before ParMETIS is called.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -97,18 +98,20 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
                                  f"values (rank {rank})")
     nlocal = len(xadj) - 1
     if nparts == 1:
-        return np.zeros(nlocal, dtype=np.int64)
+        part = np.zeros(nlocal, dtype=np.int64)
+        return (part, 0) if return_cut else part
     if comm.allreduce(len(adjncy), op=MPI.SUM) == 0:
         # No edges: any balanced split has zero cut; cut vertex ids into equal blocks.
         gids = np.arange(vtxdist[rank], vtxdist[rank + 1], dtype=np.int64)
-        return (gids * nparts // int(vtxdist[-1])).astype(np.int64)
-    status, _cut, part = _ext.parmetis_part_kway(
+        part = (gids * nparts // int(vtxdist[-1])).astype(np.int64)
+        return (part, 0) if return_cut else part
+    status, cut, part = _ext.parmetis_part_kway(
         comm, vtxdist, xadj, adjncy, vwgt, adjwgt, ncon, nparts,
         np.ascontiguousarray(tp, dtype=REAL_DTYPE), np.ascontiguousarray(ub, dtype=REAL_DTYPE), seed)
     ok = comm.allreduce(1 if status == 1 else 0, op=MPI.MIN)
     if not ok:
         raise PartitionError(f"ParMETIS_V3_PartKway failed (status {status} on rank {rank})")
-    return part.astype(np.int64)
+    return (part.astype(np.int64), int(cut)) if return_cut else part.astype(np.int64)
 
 
 def metis_part_kway(xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *, ubvec=None,

@@ -178,8 +178,11 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
             xadj, adjncy = symmetric_csr(comm, vtxdist, src_ids, dst_ids)
             clock.lap("symmetrize")
             if coarsen == "lp" and num_parts > 1:
+                # 0/1 columns get the rebalancing pass's tolerance already: the LP
+                # refinement fills parts up to these bounds, and moving nodes back costs cut
+                ub = [min(ubvec, 1.0 + balance_tol) if k in zero_one else ubvec for k in constraints]
                 parts, coarse_info = coarsened_parts(comm, vtxdist, xadj, adjncy,
-                                                     [weights[k] for k in constraints], num_parts, seed, ubvec)
+                                                     [weights[k] for k in constraints], num_parts, seed, ub)
             else:
                 parts = parmetis_parts(comm, vtxdist, xadj, adjncy, [weights[k] for k in constraints],
                                        num_parts, seed, ubvec)
