@@ -61,3 +61,22 @@ def test_random_parts_depend_only_on_id_seed_and_parts():
     assert not np.array_equal(random_parts(ids, 7, seed=4), p)
     counts = np.bincount(p)
     assert counts.min() > 0.9 * 10000 / 7
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("dense", [True, False])
+def test_map_ids_both_paths(monkeypatch, dense):
+    """Old -> new ids through the all-gathered table and through the owners' answers."""
+    from hpcgnn.comm.mpi import MPI
+    from hpcgnn.partition import relabel
+
+    comm = MPI.COMM_WORLD
+    R, r = comm.Get_size(), comm.Get_rank()
+    N = 5000
+    perm = np.random.default_rng(7).permutation(N).astype(np.int64)   # new id of each old id
+    vtxdist = np.array([N * i // R for i in range(R + 1)], dtype=np.int64)
+    monkeypatch.setattr(relabel, "DENSE_MAP_BYTES", 8 * N if dense else 0)
+    orig = np.random.default_rng(r).integers(0, N, 3000 + 17 * r).astype(np.int64)
+    got = relabel.map_ids(comm, vtxdist, perm[vtxdist[r]:vtxdist[r + 1]], orig)
+    np.testing.assert_array_equal(got, perm[orig])

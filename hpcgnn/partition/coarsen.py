@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import _ext
 from ..comm.mpi import MPI
+from .arrays import stable_argsort
 from .parmetis import part_kway
 
 #: Coarsening methods accepted by ``partition_graph(coarsen=...)``.
@@ -98,7 +99,7 @@ def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray
     counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
     glab = np.empty(int(vtxdist[-1]), dtype=np.int32)
     comm.Allgatherv(glocal, [glab, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()), MPI.INT32_T])
-    order = np.argsort(label, kind="stable").astype(np.int64)
+    order = stable_argsort(label)
     sizes = np.bincount(label, minlength=k)
     cstart = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     cxadj, cadj, cadjwgt = _ext.contract_clusters(cstart, order, np.ascontiguousarray(xadj, dtype=np.int64),

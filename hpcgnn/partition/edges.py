@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays import unique
+from .arrays import stable_argsort, unique
 
 from ..comm.alltoall import alltoallv
 from .assign import owner_of
@@ -110,7 +110,7 @@ class LocalEdges:
         own = self.own
         if self.per_etype > 1:      # etype-major storage: look up through an owner order
             if self._by_own is None:
-                self._by_own = np.argsort(self.own, kind="stable")
+                self._by_own = stable_argsort(self.own)
             own = self.own[self._by_own]
         a = np.searchsorted(own, ids, side="left")
         b = np.searchsorted(own, ids, side="right")
@@ -156,7 +156,7 @@ class Halo:
             cand = _setdiff_sorted(unique(cand), key)
             key = np.concatenate([key, cand])
             hop = np.concatenate([hop, np.full(len(cand), k + 1, dtype=np.int8)])
-            order = np.argsort(key, kind="stable")
+            order = stable_argsort(key)
             key, hop = key[order], hop[order]
         cuts = np.searchsorted(key // n, np.arange(P + 1), side="left")
         self.ids = [key[cuts[p]:cuts[p + 1]] % n for p in range(P)]
@@ -173,7 +173,7 @@ class Halo:
             owner_pos.append(np.repeat(pos, deg))
             nbrs.append(nbr)
             eids.append(neid)
-        order = np.argsort(np.concatenate(owner_pos), kind="stable")
+        order = stable_argsort(np.concatenate(owner_pos))
         nbr_all = np.concatenate(nbrs)[order]
         eid_all = np.concatenate(eids)[order]
         ecuts = np.concatenate([[0], np.cumsum(deg_all)])[cuts]
@@ -200,7 +200,7 @@ def _fetch_rows(comm, edges: LocalEdges, ids: np.ndarray):
     # Answers come back grouped by responder in request order: aligned with ids[order].
     (deg_s,) = alltoallv(comm, src_rank, deg)
     nbr_s, eid_s = alltoallv(comm, np.repeat(src_rank, deg), nbr, neid)
-    order = np.argsort(dest, kind="stable")
+    order = stable_argsort(dest)
     deg_out = np.empty(len(ids), dtype=np.int64)
     deg_out[order] = deg_s
     start_out = np.empty(len(ids), dtype=np.int64)
@@ -222,7 +222,9 @@ def _order_by(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
     """Order sorting by ``major`` then ``minor`` (non-negative int64; pairs unique)."""
     if len(major) == 0:
         return np.zeros(0, dtype=np.int64)
+    if len(minor) < 2 or bool(np.all(minor[1:] > minor[:-1])):
+        return stable_argsort(major)     # minor already ascends (received edges: original ids in order)
     span = int(minor.max()) + 1
     if int(major.max()) < (np.iinfo(np.int64).max - span) // span:
-        return np.argsort(major * span + minor)
+        return stable_argsort(major * span + minor)
     return np.lexsort((minor, major))

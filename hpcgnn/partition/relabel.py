@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays import unique_inverse
+from .arrays import stable_argsort, unique_inverse
 
 from ..comm.alltoall import allgather_rows, query
+from ..comm.mpi import MPI
 from .assign import owner_of
+
+#: ``map_ids`` all-gathers the whole old -> new table (``8 N`` bytes on every rank) and
+#: indexes it when that table is at most this large; above, it asks the owners of the
+#: distinct ids (sort + all-to-all), which needs memory only for the ids asked.
+DENSE_MAP_BYTES = 512 << 20
 
 
 class IdLayout:
@@ -89,7 +95,7 @@ def assign_new_ids(parts: np.ndarray, layout: IdLayout) -> tuple[np.ndarray, np.
     ``parts`` is the bin (``partition * T + type``) of each local item, in original
     order.
     """
-    order = np.argsort(parts, kind="stable")
+    order = stable_argsort(parts)
     sp = parts[order]
     first = np.searchsorted(sp, sp, side="left")  # first position of each item's group
     new = np.empty(len(parts), dtype=np.int64)
@@ -98,7 +104,16 @@ def assign_new_ids(parts: np.ndarray, layout: IdLayout) -> tuple[np.ndarray, np.
 
 
 def map_ids(comm, vtxdist: np.ndarray, new_ids: np.ndarray, orig: np.ndarray) -> np.ndarray:
-    """Collective: new ids of the original ids ``orig`` (any rank's), by asking their owners."""
+    """Collective: new ids of the original ids ``orig`` (any rank's): from the whole
+    all-gathered table when it is small enough (``DENSE_MAP_BYTES``, agreed by every rank
+    from ``vtxdist``), else by asking the owners of the distinct ids."""
+    N = int(vtxdist[-1])
+    if 8 * N <= DENSE_MAP_BYTES:
+        table = np.empty(N, dtype=np.int64)
+        counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
+        comm.Allgatherv(np.ascontiguousarray(new_ids, dtype=np.int64),
+                        [table, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()), MPI.INT64_T])
+        return table[np.asarray(orig).reshape(-1)]
     lo = int(vtxdist[comm.Get_rank()])
     uniq, inv = unique_inverse(orig)
     ans = query(comm, owner_of(vtxdist, uniq), uniq, lambda keys: new_ids[keys - lo])
