@@ -248,3 +248,19 @@ def test_multilevel_coarsening(monkeypatch):
     rows = np.repeat(np.arange(n), np.diff(xadj_all))
     cut = np.count_nonzero(gp[rows] != gp[adj_all]) / len(adj_all)
     assert cut < 0.4, cut
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_auto_coarsen_resolves_by_size(shared_dir, monkeypatch):
+    src, dst, _ = planted_graph(2000, 8, 20, seed=2, loops=False)
+    path, g = make_raw(comm, shared_dir, 2000, src, dst)
+    got = {}
+    for limit in (10**9, 1000):      # above / below the graph's size
+        monkeypatch.setattr(coarsen_mod, "AUTO_LP_NODES", limit)
+        cfg = partition_graph(path, os.path.join(shared_dir, f"auto{limit}"), 2, comm=comm)
+        with open(cfg) as f:
+            conf = json.load(f)
+        got[limit] = conf["coarsen"]
+        assert bool(conf["stats"]["coarsening"]) == (conf["coarsen"] == "lp")
+    assert got == {10**9: "none", 1000: "lp"}

@@ -35,9 +35,10 @@ def add_arguments(p) -> None:
                    help="store edges with their destination (in, default) or source (out)")
     p.add_argument("--return-mapping", action="store_true", help="store the original node and edge ids")
     p.add_argument("--seed", type=int, default=0, help="ParMETIS / random seed (default 0)")
-    p.add_argument("--coarsen", choices=["none", "lp"], default="none",
-                   help="coarsening before ParMETIS: none (default) or lp (label-propagation clusters, "
-                        "see docs/partitioning.md)")
+    p.add_argument("--coarsen", choices=["auto", "none", "lp"], default="auto",
+                   help="coarsening before ParMETIS: lp (levels of label-propagation clusters, ParMETIS on the "
+                        "coarsest graph), none (ParMETIS on the whole graph), or auto (default: lp from 1M nodes "
+                        "on); see docs/partitioning.md")
     p.add_argument("--ubvec", type=float, default=1.05, help="allowed imbalance per constraint (default 1.05)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a partitioned graph already in the output directory")

@@ -38,8 +38,17 @@ from ..comm.mpi import MPI
 from .arrays import stable_argsort
 from .parmetis import part_kway
 
-#: Coarsening methods accepted by ``partition_graph(coarsen=...)``.
-COARSEN_METHODS = ("lp", "none")
+#: Coarsening methods accepted by ``partition_graph(coarsen=...)``; ``auto`` is ``lp``
+#: for graphs of at least ``AUTO_LP_NODES`` nodes and ``none`` below.
+COARSEN_METHODS = ("auto", "lp", "none")
+AUTO_LP_NODES = 1_000_000
+
+
+def resolve_coarsen(coarsen: str, num_nodes: int) -> str:
+    """Independent: the coarsening ``coarsen`` stands for on a graph of ``num_nodes``."""
+    if coarsen == "auto":
+        return "lp" if num_nodes >= AUTO_LP_NODES else "none"
+    return coarsen
 #: Default LP sweeps and cluster bound divisor.
 LP_ROUNDS = 10
 CLUSTER_FACTOR = 256

@@ -28,7 +28,7 @@ from ..comm.mpi import MPI
 from ..errors import InputError
 from . import config as cfg
 from .balance import rebalance
-from .coarsen import COARSEN_METHODS, coarsened_parts
+from .coarsen import COARSEN_METHODS, coarsened_parts, resolve_coarsen
 from .assign import balance_columns, local_degrees, parmetis_parts, random_parts, symmetric_csr
 from .edges import Halo, LocalEdges
 from .relabel import IdLayout, assign_new_ids, map_ids
@@ -82,7 +82,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                     comm=None, part_method: str = "parmetis", balance_ntypes=(), balance_edges: bool = False,
                     num_hops: int = 1, edge_dir: str = "in", return_mapping: bool = False, seed: int = 0,
                     ubvec: float = 1.05, balance_tol: float = 0.03, overwrite: bool = False,
-                    coarsen: str = "none", refine: str = "none", fanouts=DEFAULT_FANOUTS,
+                    coarsen: str = "auto", refine: str = "none", fanouts=DEFAULT_FANOUTS,
                     seeds: str = "train_mask") -> str:
     """Collective over ``comm`` (default ``MPI.COMM_WORLD``): partition a raw graph.
 
@@ -97,11 +97,11 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     depth.  ``ubvec``: ParMETIS' imbalance goal per constraint; ``balance_tol``: after
     ParMETIS, 0/1 constraints (masks, types) are brought within this fraction of even
     by moving the fewest lowest-degree nodes (:mod:`.balance`).  ``coarsen``: ``none``
-    (default) runs ParMETIS on the whole symmetric view; ``lp`` first clusters each
-    rank's block by size-constrained label propagation and runs ParMETIS on the much
-    smaller cluster graph (:mod:`.coarsen`): faster, but only as good as the clusters
-    (good on graphs with small dense communities, poor on class-structured random
-    graphs such as ``hpcgnn generate``'s).  ``part_method='frequency'`` (seeds spread
+    runs ParMETIS on the whole symmetric view; ``lp`` first coarsens it by levels of
+    size-constrained label propagation, runs ParMETIS on the small coarsest graph and
+    refines back up (:mod:`.coarsen`): several times faster on graphs of millions of
+    nodes, at a cut within a few percent; ``auto`` (default) is ``lp`` from
+    ``coarsen.AUTO_LP_NODES`` (1M) nodes on, ``none`` below.  ``part_method='frequency'`` (seeds spread
     by a seeded hash) or ``refine='frequency'`` (after ParMETIS or random): every node
     that is not a seed (``seeds``, a mask: the training nodes) moves to the partition
     whose seeds read it most often under a sampler with ``fanouts`` (hop order, seeds
@@ -177,7 +177,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         else:
             xadj, adjncy = symmetric_csr(comm, vtxdist, src_ids, dst_ids)
             clock.lap("symmetrize")
-            if coarsen == "lp" and num_parts > 1:
+            if resolve_coarsen(coarsen, N) == "lp" and num_parts > 1:
                 # 0/1 columns get the rebalancing pass's tolerance already: the LP
                 # refinement fills parts up to these bounds, and moving nodes back costs cut
                 ub = [min(ubvec, 1.0 + balance_tol) if k in zero_one else ubvec for k in constraints]
@@ -266,7 +266,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         "etypes": {t: i for i, t in enumerate(types.etype_names)},
         "raw_node_types": src.ntypes, "raw_edge_types": src.etypes,
         "num_classes": src.num_classes,
-        "part_method": method, "coarsen": coarsen if method == "parmetis" else "none",
+        "part_method": method, "coarsen": resolve_coarsen(coarsen, N) if method == "parmetis" else "none",
         "refine": "frequency" if freq_info else "none", "frequency": freq_info,
         "seed": int(seed), "num_ranks": R,
         "balance_ntypes": balance_ntypes, "balance_edges": bool(balance_edges),
