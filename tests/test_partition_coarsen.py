@@ -214,10 +214,13 @@ def test_bad_coarsen_option(shared_dir):
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-def test_multilevel_coarsening(monkeypatch):
-    """Several levels of clusters: every level keeps the total vertex weight, the parts
-    cover every vertex and every constraint stays within its bound."""
+@pytest.mark.parametrize("gather", [True, False])
+def test_multilevel_coarsening(monkeypatch, gather):
+    """Several levels of clusters (built distributed, or on the gathered cluster graph):
+    every level keeps the total vertex weight, the parts cover every vertex and every
+    constraint stays within its bound."""
     monkeypatch.setattr(coarsen_mod, "COARSEST_PER_PART", 20)
+    monkeypatch.setattr(coarsen_mod, "GATHER_ENTRIES", 1 << 40 if gather else 0)
     n, P = 12_000, 3
     src, dst, _ = planted_graph(n, 12, 300, p_in=0.8, seed=4, loops=False)
     e = np.stack([src, dst], axis=1)
@@ -236,6 +239,8 @@ def test_multilevel_coarsening(monkeypatch):
     levels = info["levels"]
     assert len(levels) >= 2, info
     assert all(a["clusters"] > b["clusters"] for a, b in zip(levels, levels[1:]))
+    # the first level is clustered inside each rank's block; later ones on the whole graph when gathered
+    assert [lv["gathered"] for lv in levels] == [False] + [gather and R > 1] * (len(levels) - 1)
     assert parts.shape == (hi - lo,) and parts.min() >= 0 and parts.max() < P
     for col, ub in zip(w, (1.05, 1.03)):
         tot = comm.allreduce(np.bincount(parts, weights=col, minlength=P))

@@ -60,6 +60,9 @@ REFINE_ROUNDS = 12
 MAX_LEVELS = 3
 MIN_SHRINK = 0.67
 COARSEST_PER_PART = 2000
+#: A cluster graph with at most this many adjacency entries (int64 ids + weights: 16
+#: bytes each on every rank) is gathered, and the coarser levels are built on it whole.
+GATHER_ENTRIES = 1 << 25
 #: ParMETIS runs (seeds) on the coarsest graph; the smallest cut is kept.
 TRIES = 4
 
@@ -161,6 +164,28 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     return moved
 
 
+def _gather_graph(comm, dist, xadj, adjncy, adjwgt, vw):
+    """Collective: the whole distributed graph on every rank (CSR, edge weights and
+    vertex weight columns)."""
+    counts = np.diff(np.asarray(dist, dtype=np.int64))
+    displs = np.asarray(dist[:-1], dtype=np.int64)
+
+    def allv(local, cnt, dsp):
+        out = np.empty(int(np.sum(cnt)), dtype=np.int64)
+        comm.Allgatherv(np.ascontiguousarray(local, dtype=np.int64),
+                        [out, (np.asarray(cnt).tolist(), np.asarray(dsp).tolist()), MPI.INT64_T])
+        return out
+
+    deg = allv(np.diff(xadj), counts, displs)
+    gx = np.zeros(len(deg) + 1, dtype=np.int64)
+    np.cumsum(deg, out=gx[1:])
+    ecounts = np.array(comm.allgather(len(adjncy)), dtype=np.int64)
+    edispls = np.concatenate([[0], np.cumsum(ecounts)[:-1]])
+    ga = allv(adjncy, ecounts, edispls)
+    gw = None if adjwgt is None else allv(adjwgt, ecounts, edispls)
+    return gx, ga, gw, [allv(c, counts, displs) for c in vw]
+
+
 def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], nparts: int, seed: int,
                     ubvec=1.05, rounds: int = LP_ROUNDS,
                     cluster_factor: int = CLUSTER_FACTOR, max_levels: int = MAX_LEVELS,
@@ -168,30 +193,40 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     """Collective: parts of this rank's vertices via LP clustering (up to ``max_levels``
     levels) + ParMETIS on the coarsest graph + LP refinement back up.  ``weights[0]``
     bounds the cluster sizes; ``ubvec``: the imbalance allowed for each weight column
-    (or one value for all).  Returns ``(parts, info)`` with ``info`` holding each
-    level's size and the seconds of each step."""
+    (or one value for all).  Once a cluster graph has at most ``GATHER_ENTRIES``
+    adjacency entries it is gathered on every rank, and the coarser levels are
+    clustered, partitioned and refined there as one graph (the same seeds give every
+    rank the same result): clusters are no longer confined to one rank's block.
+    Returns ``(parts, info)`` with ``info`` holding each level's size and the seconds
+    of each step."""
     t0 = time.perf_counter()
     total = comm.allreduce(int(np.asarray(weights[0]).sum()), op=MPI.SUM)
     n_all = int(vtxdist[-1])
-    levels = []       # (vtxdist, xadj, adjncy, adjwgt, vertex weights, label) of each finer graph
+    levels = []       # (comm, vtxdist, xadj, adjncy, adjwgt, vertex weights, label), or ("gather", comm, dist)
+    cur = comm
     dist, gx, ga, gw, vw = vtxdist, xadj, adjncy, None, [np.asarray(c) for c in weights]
     lp_s = contract_s = 0.0
     sizes = []
     for level in range(max(1, max_levels)):
         t = time.perf_counter()
-        label, cdist = lp_clusters(comm, dist, gx, ga, vw[0], nparts, seed + level, rounds, cluster_factor,
+        label, cdist = lp_clusters(cur, dist, gx, ga, vw[0], nparts, seed + level, rounds, cluster_factor,
                                    adjwgt=gw, total=total)
         t1 = time.perf_counter()
         lp_s += t1 - t
         K = int(cdist[-1])
         if level > 0 and K > MIN_SHRINK * int(dist[-1]):
             break                     # no longer shrinking: partition this level
-        cx, ca, cw, cv = contract(comm, dist, gx, ga, label, cdist, vw, adjwgt=gw)
-        contract_s += time.perf_counter() - t1
-        levels.append((dist, gx, ga, gw, np.stack(vw, axis=1), label))
+        cx, ca, cw, cv = contract(cur, dist, gx, ga, label, cdist, vw, adjwgt=gw)
+        levels.append((cur, dist, gx, ga, gw, np.stack(vw, axis=1), label))
         dist, gx, ga, gw, vw = cdist, cx, ca, cw, [cv[:, j] for j in range(cv.shape[1])]
-        ne = comm.allreduce(len(ca), op=MPI.SUM)
-        sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": int(comm.allreduce(int(cw.sum())))})
+        ne = cur.allreduce(len(ca), op=MPI.SUM)
+        sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": int(cur.allreduce(int(cw.sum()))),
+                      "gathered": cur.Get_size() == 1 and comm.Get_size() > 1})
+        if cur.Get_size() > 1 and ne <= GATHER_ENTRIES:
+            levels.append(("gather", cur, dist))
+            gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
+            dist, cur = np.array([0, K], dtype=np.int64), MPI.COMM_SELF
+        contract_s += time.perf_counter() - t1
         if K > MIN_SHRINK * n_all or K <= COARSEST_PER_PART * nparts:
             break
         n_all = K
@@ -200,16 +235,21 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
     best = None
     for t in range(max(1, tries)):   # the coarsest graph is small: keep ParMETIS' best of a few seeds
-        p, cut = part_kway(comm, dist, gx, ga, vwgt=np.stack(vw, axis=1).reshape(-1), ncon=ncon, nparts=nparts,
+        p, cut = part_kway(cur, dist, gx, ga, vwgt=np.stack(vw, axis=1).reshape(-1), ncon=ncon, nparts=nparts,
                            adjwgt=gw, ubvec=ub, seed=seed + 7 * t, return_cut=True)
         if best is None or cut < best[1]:
             best = (p, cut)
     parts = best[0]
     t3 = time.perf_counter()
     moved = 0
-    for dist, gx, ga, gw, vwl, label in reversed(levels):
+    for entry in reversed(levels):
+        if entry[0] == "gather":      # back to this rank's block of the distributed level
+            _, c, d = entry
+            parts = np.ascontiguousarray(parts[int(d[c.Get_rank()]):int(d[c.Get_rank() + 1])])
+            continue
+        c, d, x, a, w, vwl, label = entry
         parts = np.ascontiguousarray(parts[label], dtype=np.int64)
-        moved += refine(comm, dist, gx, ga, parts, vwl, nparts, ub, seed, adjwgt=gw)
+        moved += refine(c, d, x, a, parts, vwl, nparts, ub, seed, adjwgt=w)
     t4 = time.perf_counter()
     tmax = np.empty(4)
     comm.Allreduce(np.array([lp_s, contract_s, t3 - t2, t4 - t3]), tmax, op=MPI.MAX)
