@@ -36,7 +36,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-DGL = {100_000: {"epoch_s": 2.76, "test_acc": 0.905}, 2_449_029: {"epoch_s": 38.4, "test_acc": 0.967}}
+DGL = {100_000: {"epoch_s": 2.76, "test_acc": 0.905, "sampled_edges_per_s": 1.34e6},
+       2_449_029: {"epoch_s": 38.4, "test_acc": 0.967, "sampled_edges_per_s": 0.91e6}}
 
 
 def _env():
@@ -136,6 +137,19 @@ def main():
         if not a.epoch_steps:
             out["dgl_over_ours"] = round(DGL[n]["epoch_s"] / dist["epoch_s"], 2)
             out["target_dgl_over_ours"] = 2.0
+        # Equal steps: the row does not give its step count, but its sampled edges per
+        # second times its epoch time is the edges it sampled per epoch; divided by
+        # the edges one of our steps samples (same fanouts and batch), that is its
+        # number of steps - all trainers' together if its rate summed the trainers (as
+        # ours does), or per trainer if it did not.  Our time for that many steps:
+        dgl_edges = DGL[n]["sampled_edges_per_s"] * DGL[n]["epoch_s"]
+        per_step = dist["sampled_edges_per_s"] * dist["epoch_s"] / (dist["steps_per_epoch"] * a.trainers)
+        steps = {"if_rate_summed_trainers": dgl_edges / per_step / a.trainers, "if_rate_per_trainer": dgl_edges / per_step}
+        out["dgl_equal_steps"] = {
+            "our_sampled_edges_per_step": round(per_step),
+            "dgl_steps_per_trainer": {k: round(v, 1) for k, v in steps.items()},
+            "dgl_over_ours_at_equal_steps": {k: round(DGL[n]["epoch_s"] / (v * out["distributed_s_per_step"]), 2)
+                                              for k, v in steps.items()}}
     print(json.dumps(out), flush=True)
 
 
