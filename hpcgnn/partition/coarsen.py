@@ -16,9 +16,12 @@ The clusters are contracted into a weighted graph (vertex weights: the sums of e
 constraint column; edge weights: the number of symmetric-view edges between two
 clusters).  The same clustering, on edge weights, is applied to that graph again
 while it shrinks by at least a third and holds more than ``COARSEST_PER_PART``
-vertices per part, up to ``MAX_LEVELS`` levels (on graphs without
-small dense communities the first level leaves most edges between clusters, and
-ParMETIS' time follows the edges).  ParMETIS partitions the coarsest graph; going back
+vertices per part, up to ``MAX_LEVELS`` levels (on graphs without small dense
+communities the first level leaves most edges between clusters, and ParMETIS' time
+follows the edges).  Once a cluster graph has at most ``GATHER_ENTRIES`` adjacency
+entries it is gathered on every rank, and the coarser levels are built on it whole
+(otherwise, with more ranks, every level's clusters would see only one rank's share
+of the neighbours).  ParMETIS partitions the coarsest graph; going back
 level by level, every vertex takes its cluster's part and a few sweeps of k-way
 label-propagation refinement (:func:`refine`) move single vertices to the part with
 the most edge weight to them, within the balance bound of every constraint.
@@ -43,12 +46,6 @@ from .parmetis import part_kway
 COARSEN_METHODS = ("auto", "lp", "none")
 AUTO_LP_NODES = 1_000_000
 
-
-def resolve_coarsen(coarsen: str, num_nodes: int) -> str:
-    """Independent: the coarsening ``coarsen`` stands for on a graph of ``num_nodes``."""
-    if coarsen == "auto":
-        return "lp" if num_nodes >= AUTO_LP_NODES else "none"
-    return coarsen
 #: Default LP sweeps and cluster bound divisor.
 LP_ROUNDS = 10
 CLUSTER_FACTOR = 256
@@ -65,6 +62,13 @@ COARSEST_PER_PART = 2000
 GATHER_ENTRIES = 1 << 25
 #: ParMETIS runs (seeds) on the coarsest graph; the smallest cut is kept.
 TRIES = 4
+
+
+def resolve_coarsen(coarsen: str, num_nodes: int) -> str:
+    """Independent: the coarsening ``coarsen`` stands for on a graph of ``num_nodes``."""
+    if coarsen == "auto":
+        return "lp" if num_nodes >= AUTO_LP_NODES else "none"
+    return coarsen
 
 
 def lp_clusters(comm, vtxdist, xadj, adjncy, w0, nparts: int, seed: int, rounds: int = LP_ROUNDS,
@@ -130,8 +134,9 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     ``w``: ``(n, ncon)`` vertex weights (every balance constraint).  Each round
     all-gathers the part vector (int32), then every rank sweeps its vertices once,
     moving a vertex to the part with the most edge weight to it when every weight
-    column ``j`` of that part stays within ``ubvec[j]`` (or the scalar ``ubvec``) of its mean; each rank may fill only its
-    share (``1/R``) of a part's free room, so the bounds hold after all ranks moved.
+    column ``j`` of that part stays within ``ubvec[j]`` (or the scalar ``ubvec``) of
+    its mean; each rank may fill only its share (``1/R``) of a part's free room, so the
+    bounds hold after all ranks moved.
     Stops early once fewer than 0.1% of the vertices move.  Returns the number of moves."""
     rank, R = comm.Get_rank(), comm.Get_size()
     lo = int(vtxdist[rank])
