@@ -9,7 +9,7 @@ from hpcgnn import _ext
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.partition import partition_graph
 from hpcgnn.partition import coarsen as coarsen_mod
-from hpcgnn.partition.coarsen import coarsened_parts, contract, lp_clusters, refine
+from hpcgnn.partition.coarsen import coarsened_parts, contract, lp_clusters
 from test_partition_util import load_all, make_raw, planted_graph, shared_dir  # noqa: F401
 
 comm = MPI.COMM_WORLD
@@ -25,6 +25,21 @@ def _csr(n, edges):
     xadj = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(u, minlength=n), out=xadj[1:])
     return xadj, v.astype(np.int64)
+
+
+def _this_ranks_block(n, pairs):
+    """The simple undirected graph of ``pairs`` (loops and duplicates dropped), whole
+    and as this rank's block of a distributed CSR: ``(xadj_all, adj_all, vtxdist, lo,
+    hi, xadj, adjncy)``."""
+    e = np.asarray(pairs, dtype=np.int64)
+    e = e[e[:, 0] != e[:, 1]]
+    e = np.unique(np.sort(e, axis=1), axis=0)
+    xadj_all, adj_all = _csr(n, e)
+    R, r = comm.Get_size(), comm.Get_rank()
+    vtxdist = np.array([n * i // R for i in range(R + 1)], dtype=np.int64)
+    lo, hi = vtxdist[r], vtxdist[r + 1]
+    xadj = (xadj_all[lo:hi + 1] - xadj_all[lo]).astype(np.int64)
+    return xadj_all, adj_all, vtxdist, lo, hi, xadj, adj_all[xadj_all[lo]:xadj_all[hi]]
 
 
 def _two_cliques(k):
@@ -151,17 +166,10 @@ def test_refine_respects_every_constraint():
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_distributed_clusters_and_contraction(shared_dir):
-    rng = np.random.default_rng(1)
     n = 2000
-    e = rng.integers(0, n, size=(12000, 2))
-    e = e[e[:, 0] != e[:, 1]]
-    e = np.unique(np.sort(e, axis=1), axis=0)
-    xadj_all, adj_all = _csr(n, e)
-    R, r = comm.Get_size(), comm.Get_rank()
-    vtxdist = np.array([n * i // R for i in range(R + 1)], dtype=np.int64)
-    lo, hi = vtxdist[r], vtxdist[r + 1]
-    xadj = (xadj_all[lo:hi + 1] - xadj_all[lo]).astype(np.int64)
-    adjncy = adj_all[xadj_all[lo]:xadj_all[hi]]
+    e = np.random.default_rng(1).integers(0, n, size=(12000, 2))
+    xadj_all, adj_all, vtxdist, lo, hi, xadj, adjncy = _this_ranks_block(n, e)
+    r = comm.Get_rank()
     w = [np.ones(hi - lo, dtype=np.int64), (np.arange(lo, hi) % 3 == 0).astype(np.int64)]
     label, cdist = lp_clusters(comm, vtxdist, xadj, adjncy, w[0], 4, 0, rounds=5, cluster_factor=8)
     assert np.bincount(label).max() <= max(1, n // 32)
@@ -223,15 +231,8 @@ def test_multilevel_coarsening(monkeypatch, gather):
     monkeypatch.setattr(coarsen_mod, "GATHER_ENTRIES", 1 << 40 if gather else 0)
     n, P = 12_000, 3
     src, dst, _ = planted_graph(n, 12, 300, p_in=0.8, seed=4, loops=False)
-    e = np.stack([src, dst], axis=1)
-    e = e[e[:, 0] != e[:, 1]]
-    e = np.unique(np.sort(e, axis=1), axis=0)
-    xadj_all, adj_all = _csr(n, e)
-    R, r = comm.Get_size(), comm.Get_rank()
-    vtxdist = np.array([n * i // R for i in range(R + 1)], dtype=np.int64)
-    lo, hi = vtxdist[r], vtxdist[r + 1]
-    xadj = (xadj_all[lo:hi + 1] - xadj_all[lo]).astype(np.int64)
-    adjncy = adj_all[xadj_all[lo]:xadj_all[hi]]
+    xadj_all, adj_all, vtxdist, lo, hi, xadj, adjncy = _this_ranks_block(n, np.stack([src, dst], axis=1))
+    R = comm.Get_size()
     mask = (np.arange(lo, hi) * 7919 % 10 < 3).astype(np.int64)
     w = [np.ones(hi - lo, dtype=np.int64), mask]
     parts, info = coarsened_parts(comm, vtxdist, xadj, adjncy, w, P, 0, [1.05, 1.03], cluster_factor=32,
