@@ -219,7 +219,10 @@ int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, cons
             }
             conn[cur] = 0;
             if (best != cur) {
-                for (int64_t j = 0; j < ncon; j++) { pw[cur * ncon + j] -= w[v * ncon + j]; pw[best * ncon + j] += w[v * ncon + j]; }
+                for (int64_t j = 0; j < ncon; j++) {
+                    pw[cur * ncon + j] -= w[v * ncon + j];
+                    pw[best * ncon + j] += w[v * ncon + j];
+                }
                 mine[v] = (int32_t)best; part[v] = best; moved++;
             }
         }

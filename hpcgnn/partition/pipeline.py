@@ -101,10 +101,11 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     size-constrained label propagation, runs ParMETIS on the small coarsest graph and
     refines back up (:mod:`.coarsen`): several times faster on graphs of millions of
     nodes, at a cut within a few percent; ``auto`` (default) is ``lp`` from
-    ``coarsen.AUTO_LP_NODES`` (1M) nodes on, ``none`` below.  ``part_method='frequency'`` (seeds spread
-    by a seeded hash) or ``refine='frequency'`` (after ParMETIS or random): every node
-    that is not a seed (``seeds``, a mask: the training nodes) moves to the partition
-    whose seeds read it most often under a sampler with ``fanouts`` (hop order, seeds
+    ``coarsen.AUTO_LP_NODES`` (1M) nodes on, ``none`` below.
+    ``part_method='frequency'`` (seeds spread by a seeded hash) or
+    ``refine='frequency'`` (after ParMETIS or random): every node that is not a seed
+    (``seeds``, a mask: the training nodes) moves to the partition whose seeds read it
+    most often under a sampler with ``fanouts`` (hop order, seeds
     first), within ``ubvec`` of even node counts (:mod:`.frequency`).  Bad input raises
     :class:`~hpcgnn.errors.InputError` on every rank and leaves no configuration behind.
     """
