@@ -65,3 +65,17 @@ def test_scans_and_gathers():
 def test_alltoallv_rejects_bad_destination():
     with pytest.raises(ValueError):
         alltoall.group_by_dest(np.array([0, 5]), 2)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("known_counts", [False, True])
+def test_allgather_blocks_concatenates_in_rank_order(known_counts):
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    lengths = [(3 * r + 1) % 4 for r in range(size)]          # uneven, rank 2 holds none
+    local = (100 * rank + np.arange(lengths[rank])).astype(np.int32)
+    got = alltoall.allgather_blocks(comm, local, lengths if known_counts else None)
+    want = np.concatenate([(100 * r + np.arange(lengths[r])) for r in range(size)]).astype(np.int32)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)

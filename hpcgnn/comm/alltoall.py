@@ -11,7 +11,8 @@ datatypes.
   exceeds 32 bits.
 * :func:`query` sends keys to their owners, which answer with one row per key; the
   answers come back in the order of the keys.
-* :func:`exscan_sum`, :func:`allgather_rows`: small collectives on integer vectors.
+* :func:`exscan_sum`, :func:`allgather_rows`: small collectives on integer vectors;
+  :func:`allgather_blocks`: every rank's block of a distributed vector, on every rank.
 
 Every function here is collective over ``comm``.
 """
@@ -159,6 +160,18 @@ def allgather_rows(comm, values) -> np.ndarray:
     return out
 
 
+def allgather_blocks(comm, local, counts=None) -> np.ndarray:
+    """Collective: every rank's 1-D ``local`` concatenated in rank order, on every rank
+    (same dtype).  ``counts``: each rank's length when the caller knows them all
+    (e.g. from a vertex distribution); otherwise they are all-gathered first."""
+    local = np.ascontiguousarray(local).reshape(-1)
+    counts = np.array(comm.allgather(len(local)) if counts is None else counts, dtype=np.int64)
+    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    out = np.empty(int(counts.sum()), dtype=local.dtype)
+    comm.Allgatherv(local, [out, (counts.tolist(), displs.tolist())])
+    return out
+
+
 def allreduce_sum(comm, values) -> np.ndarray:
     """Collective: element-wise int64 sum of ``values`` over all ranks."""
     v = np.ascontiguousarray(values, dtype=np.int64)
@@ -167,5 +180,5 @@ def allreduce_sum(comm, values) -> np.ndarray:
     return out
 
 
-__all__ = ["alltoallv", "query", "exscan_sum", "allgather_rows", "allreduce_sum", "group_by_dest",
+__all__ = ["alltoallv", "query", "exscan_sum", "allgather_rows", "allgather_blocks", "allreduce_sum", "group_by_dest",
            "exchange_counts", "MAX_ROUND_BYTES"]

@@ -37,6 +37,8 @@ import time
 import numpy as np
 
 from .. import _ext
+from ..comm.agree import agreed
+from ..comm.alltoall import allgather_blocks
 from ..comm.mpi import MPI
 from .arrays import stable_argsort
 from .parmetis import part_kway
@@ -86,9 +88,10 @@ def lp_clusters(comm, vtxdist, xadj, adjncy, w0, nparts: int, seed: int, rounds:
     if total is None:
         total = comm.allreduce(int(w0.sum()), op=MPI.SUM)
     bound = max(1, total // (max(1, nparts) * cluster_factor))
-    k, label = _ext.lp_cluster(np.ascontiguousarray(xadj, dtype=np.int64),
-                               np.ascontiguousarray(adjncy, dtype=np.int64), lo, w0, int(bound),
-                               int(rounds), int(seed) * 1000003 + rank, adjwgt=_opt(adjwgt))
+    with agreed(comm):   # a kernel error (memory, a block over 2**31 vertices) ends every rank
+        k, label = _ext.lp_cluster(np.ascontiguousarray(xadj, dtype=np.int64),
+                                   np.ascontiguousarray(adjncy, dtype=np.int64), lo, w0, int(bound),
+                                   int(rounds), int(seed) * 1000003 + rank, adjwgt=_opt(adjwgt))
     ks = np.array(comm.allgather(int(k)), dtype=np.int64)
     cdist = np.concatenate([[0], np.cumsum(ks)]).astype(np.int64)
     return label, cdist
@@ -111,10 +114,7 @@ def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray
     k = int(cdist[rank + 1] - cdist[rank])
     if int(cdist[-1]) > np.iinfo(np.int32).max:
         raise ValueError(f"contract: {int(cdist[-1])} clusters do not fit in int32 (rank {rank})")
-    glocal = np.ascontiguousarray(label + cdist[rank], dtype=np.int32)
-    counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
-    glab = np.empty(int(vtxdist[-1]), dtype=np.int32)
-    comm.Allgatherv(glocal, [glab, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()), MPI.INT32_T])
+    glab = allgather_blocks(comm, (label + cdist[rank]).astype(np.int32), np.diff(vtxdist))
     order = stable_argsort(label)
     sizes = np.bincount(label, minlength=k)
     cstart = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -140,7 +140,6 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     Stops early once fewer than 0.1% of the vertices move.  Returns the number of moves."""
     rank, R = comm.Get_rank(), comm.Get_size()
     lo = int(vtxdist[rank])
-    counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
     w = np.ascontiguousarray(np.asarray(w, dtype=np.int64).reshape(len(xadj) - 1, -1))
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
     adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
@@ -148,12 +147,10 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     total = comm.allreduce(w.sum(axis=0), op=MPI.SUM)
     ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), total.shape)
     limit = np.floor(ub * total / nparts).astype(np.int64)
-    gpart = np.empty(int(vtxdist[-1]), dtype=np.int32)
     moved = 0
     for r in range(rounds):
         local = np.ascontiguousarray(parts, dtype=np.int64)
-        comm.Allgatherv(local.astype(np.int32), [gpart, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()),
-                                                 MPI.INT32_T])
+        gpart = allgather_blocks(comm, local.astype(np.int32), np.diff(vtxdist))
         pw = np.zeros((nparts, w.shape[1]), dtype=np.int64)
         for j in range(w.shape[1]):
             pw[:, j] = np.bincount(local, weights=w[:, j], minlength=nparts)
@@ -172,23 +169,12 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
 def _gather_graph(comm, dist, xadj, adjncy, adjwgt, vw):
     """Collective: the whole distributed graph on every rank (CSR, edge weights and
     vertex weight columns)."""
-    counts = np.diff(np.asarray(dist, dtype=np.int64))
-    displs = np.asarray(dist[:-1], dtype=np.int64)
-
-    def allv(local, cnt, dsp):
-        out = np.empty(int(np.sum(cnt)), dtype=np.int64)
-        comm.Allgatherv(np.ascontiguousarray(local, dtype=np.int64),
-                        [out, (np.asarray(cnt).tolist(), np.asarray(dsp).tolist()), MPI.INT64_T])
-        return out
-
-    deg = allv(np.diff(xadj), counts, displs)
-    gx = np.zeros(len(deg) + 1, dtype=np.int64)
-    np.cumsum(deg, out=gx[1:])
-    ecounts = np.array(comm.allgather(len(adjncy)), dtype=np.int64)
-    edispls = np.concatenate([[0], np.cumsum(ecounts)[:-1]])
-    ga = allv(adjncy, ecounts, edispls)
-    gw = None if adjwgt is None else allv(adjwgt, ecounts, edispls)
-    return gx, ga, gw, [allv(c, counts, displs) for c in vw]
+    counts = np.diff(dist)
+    gx = np.zeros(int(dist[-1]) + 1, dtype=np.int64)
+    np.cumsum(allgather_blocks(comm, np.diff(xadj).astype(np.int64), counts), out=gx[1:])
+    ga = allgather_blocks(comm, np.asarray(adjncy, dtype=np.int64))
+    gw = None if adjwgt is None else allgather_blocks(comm, np.asarray(adjwgt, dtype=np.int64))
+    return gx, ga, gw, [allgather_blocks(comm, np.asarray(c, dtype=np.int64), counts) for c in vw]
 
 
 def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], nparts: int, seed: int,

@@ -13,8 +13,7 @@ import numpy as np
 
 from .arrays import stable_argsort, unique_inverse
 
-from ..comm.alltoall import allgather_rows, query
-from ..comm.mpi import MPI
+from ..comm.alltoall import allgather_blocks, allgather_rows, query
 from .assign import owner_of
 
 #: ``map_ids`` all-gathers the whole old -> new table (``8 N`` bytes on every rank) and
@@ -107,12 +106,8 @@ def map_ids(comm, vtxdist: np.ndarray, new_ids: np.ndarray, orig: np.ndarray) ->
     """Collective: new ids of the original ids ``orig`` (any rank's): from the whole
     all-gathered table when it is small enough (``DENSE_MAP_BYTES``, agreed by every rank
     from ``vtxdist``), else by asking the owners of the distinct ids."""
-    N = int(vtxdist[-1])
-    if 8 * N <= DENSE_MAP_BYTES:
-        table = np.empty(N, dtype=np.int64)
-        counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
-        comm.Allgatherv(np.ascontiguousarray(new_ids, dtype=np.int64),
-                        [table, (counts.tolist(), np.asarray(vtxdist[:-1]).tolist()), MPI.INT64_T])
+    if 8 * int(vtxdist[-1]) <= DENSE_MAP_BYTES:
+        table = allgather_blocks(comm, np.asarray(new_ids, dtype=np.int64), np.diff(vtxdist))
         return table[np.asarray(orig).reshape(-1)]
     lo = int(vtxdist[comm.Get_rank()])
     uniq, inv = unique_inverse(orig)
