@@ -102,8 +102,10 @@ have 'import Cython, pkgconfig, wheel, numpy, mpi4py, setuptools, sys; sys.exit(
 
 if ! have 'import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)'; then
   say "building h5py against parallel HDF5 in $HDF5_DIR (a few minutes)"
+  # --force-reinstall: a serial h5py already visible (system site-packages) would
+  # otherwise satisfy the requirement and nothing would be built
   CC="$MPICC" HDF5_MPI=ON HDF5_DIR="$HDF5_DIR" \
-    pipi --no-build-isolation --no-binary=h5py --no-cache-dir "h5py>=3.10"
+    pipi --no-build-isolation --no-binary=h5py --no-cache-dir --force-reinstall --no-deps "h5py>=3.10"
   have 'import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)' \
     || die "h5py was built without MPI support; is HDF5_DIR=$HDF5_DIR the parallel build?"
 fi

@@ -42,10 +42,14 @@ def pytest_runtest_makereport(item, call):
         MPI.COMM_WORLD.Abort(1)
 
 
-def clean_mpi_env(extra=None):
-    """The environment for a child ``mpirun``: no variables of the parent's launch."""
+def clean_mpi_env(extra=None, gpus=False):
+    """The environment for a child ``mpirun``: no variables of the parent's launch.
+    Children see no GPU unless ``gpus`` (``device=auto`` then means the CPU on every
+    host, so runs compared with each other take the same path on a GPU machine)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPI_LOCAL", "OPAL_"))}
+    if not gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -54,13 +58,13 @@ def clean_mpi_env(extra=None):
     return env
 
 
-def mpi_launch(n, argv, timeout=120, env=None, mca=()):
+def mpi_launch(n, argv, timeout=120, env=None, mca=(), gpus=False):
     """Run ``mpirun -n n argv`` and return the CompletedProcess (never raises on rc)."""
     cmd = ["mpirun", "--oversubscribe", "-n", str(n)]
     for key, val in mca:
         cmd += ["--mca", key, val]
     cmd += list(argv)
-    return subprocess.run(cmd, env=clean_mpi_env(env), capture_output=True, text=True, timeout=timeout,
+    return subprocess.run(cmd, env=clean_mpi_env(env, gpus), capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT)
 
 

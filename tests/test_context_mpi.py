@@ -125,4 +125,10 @@ def test_host_index_spans_virtual_nodes_and_pick_device():
         assert pick_device("auto", ctx).type == "cpu"
         with pytest.raises(InputError, match="sees no CUDA device"):
             pick_device("cuda", ctx)
+    elif count > torch.cuda.device_count():          # trainers outnumber this host's GPUs
+        assert pick_device("auto", ctx).type == "cpu"
+        with pytest.raises(InputError, match="share GPU"):
+            pick_device("cuda", ctx)
+    else:
+        assert pick_device("auto", ctx) == torch.device("cuda", index % torch.cuda.device_count())
     ctx.finalize()

@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, clean_mpi_env
 from hpcgnn.datasets import generate_hetero_graph
 from hpcgnn.partition import partition_graph
 
@@ -54,7 +54,7 @@ def test_rgcn_two_partitions_match_one_process(mpirun, mag, tmp_path):
 
     single = subprocess.run([sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "one"),
                              "--layout", "servers=0,samplers=0,trainers=1", "--batch-size", "256", *SETTINGS],
-                            capture_output=True, text=True, timeout=500)
+                            capture_output=True, text=True, timeout=500, env=clean_mpi_env())
     assert single.returncode == 0, single.stdout + single.stderr
     d, s = _final(dist.stdout), _final(single.stdout)
     base = _features_only_accuracy(raw)

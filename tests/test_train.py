@@ -40,9 +40,9 @@ def small(tmp_path_factory):
     return _graph(str(tmp_path_factory.mktemp("small")), 3000, 8, 8, 4, 5)
 
 
-def _train(mpirun, cfg, run_dir, *extra, timeout=300):
+def _train(mpirun, cfg, run_dir, *extra, timeout=300, gpus=False):
     args = [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(run_dir), *LAYOUT, *extra]
-    return mpirun(4, args, timeout=timeout)
+    return mpirun(4, args, timeout=timeout, gpus=gpus)
 
 
 def _final(stdout):
@@ -217,11 +217,11 @@ def test_gpu_training_matches_cpu(mpirun, small, tmp_path):
     acc = {}
     for dev in ("cpu", "cuda"):
         if torch.cuda.device_count() >= 2:
-            r = _train(mpirun, cfg, tmp_path / dev, "--device", dev, *common)
+            r = _train(mpirun, cfg, tmp_path / dev, "--device", dev, *common, gpus=True)
         else:
             r = subprocess.run([sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / dev),
                                 "--layout", "servers=0,samplers=0,trainers=1", "--device", dev, *common],
-                               capture_output=True, text=True, timeout=600, env=clean_mpi_env())
+                               capture_output=True, text=True, timeout=600, env=clean_mpi_env(gpus=True))
         assert r.returncode == 0, r.stdout + r.stderr
         if dev == "cuda" and torch.cuda.device_count() >= 2:
             assert "backend nccl" in r.stdout

@@ -85,8 +85,9 @@ def seed_all(seed: int) -> None:
 def pick_device(setting: str, ctx):
     """Collective over the trainers.  ``auto``: this trainer's GPU when CUDA is
     available (the trainers of a host take its GPUs in turn, one each), else the CPU;
-    ``cpu``; ``cuda`` (an error without).  More trainers on a host than GPUs is an
-    error on every trainer (NCCL needs a GPU per trainer)."""
+    ``cpu``; ``cuda`` (an error without).  More trainers on a host than GPUs: ``auto``
+    trains on the CPU (and says so), ``cuda`` is an error on every trainer (NCCL needs
+    a GPU per trainer)."""
     from ..comm.agree import agreed
     from ..comm.context import host_index
     from ..errors import InputError
@@ -111,6 +112,13 @@ def pick_device(setting: str, ctx):
     uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", f"{host}:{device.index}"))
     with LOCK:
         seen = tc.allgather((host, uuid))
+    shared = len(set(seen)) < len(seen)          # the same on every trainer
+    if shared and setting == "auto":
+        # e.g. the README's main job (2 trainers) on a workstation with one GPU
+        if tc.Get_rank() == 0:
+            print(f"device auto: {len(seen)} trainers share {len(set(seen))} GPU(s) (NCCL needs one each): "
+                  "training on the CPU; pass device=cuda with one trainer per GPU to use them", flush=True)
+        return torch.device("cpu")
     with agreed(tc):
         if sum(1 for h, u in seen if h == host and u == uuid) > 1:
             raise InputError(f"{count} trainers on host {host} share GPU {uuid} (rank {ctx.rank} sees "

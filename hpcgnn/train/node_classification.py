@@ -84,7 +84,8 @@ def _sampled_accuracy(model, loader, device) -> tuple[int, int]:
     for b in loader:
         out = model(b.x.float().to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True),
                     b.num_sampled_nodes, b.num_sampled_edges)
-        correct += int((out.argmax(1).cpu() == b.y[: b.batch_size].long()).sum())
+        # b.y lives where the loader assembled the batch (the GPU when device is cuda)
+        correct += int((out.argmax(1) == b.y[: b.batch_size].to(out.device).long()).sum())
         total += b.batch_size
     model.train()
     return correct, total
