@@ -6,7 +6,8 @@ import torch.nn.functional as F
 from hpcgnn.errors import InputError
 
 pytest.importorskip("hpcgnn._ext")
-from hpcgnn.train.kernels import dropout, mean_adjacency  # noqa: E402
+from hpcgnn import _ext  # noqa: E402
+from hpcgnn.train.kernels import csr_mean, dropout, mean_adjacency  # noqa: E402
 from hpcgnn.train.model import SAGE  # noqa: E402
 
 
@@ -83,12 +84,23 @@ def test_sage_layer_matches_pyg_edge_index(sort):
     # features without gradient (a first layer) take the other branch: same result
     with torch.no_grad():
         assert torch.allclose(model.layer(0, x.detach(), ei, num_dst=nd), ref, atol=1e-6)
-    # with_root: the root rows after the neighbour rows, each a mean over itself
+    # with_root: each neighbour row followed by its root row (a mean over itself), so
+    # the product viewed as (nd, 2F) is [mean | root] row by row
     both = mean_adjacency(ei, nd, ns, with_root=True)
     assert both.shape == (2 * nd, ns) and both._nnz() == ei.shape[1] + nd
     xs = torch.randn(ns, 3)
-    y = torch.sparse.mm(both, xs, "mean")
-    assert torch.equal(y[nd:], xs[:nd]) and torch.allclose(y[:nd], torch.sparse.mm(adj, xs, "mean"))
+    y = torch.sparse.mm(both, xs, "mean").view(nd, 6)
+    assert torch.equal(y[:, 3:], xs[:nd]) and torch.allclose(y[:, :3], torch.sparse.mm(adj, xs, "mean"))
+    # the compiled mean (inputs without gradient) equals PyTorch's, one thread or two
+    for threads in (1, 2):
+        out = torch.empty(2 * nd, 3)
+        _ext.csr_mean(both.crow_indices().numpy(), both.col_indices().numpy(), xs.numpy(), out.numpy(), threads)
+        assert torch.allclose(out.view(nd, 6), y, atol=1e-6)
+    assert torch.allclose(csr_mean(adj, xs), torch.sparse.mm(adj, xs, "mean"), atol=1e-6)
+    bad = both.col_indices().clone()
+    bad[5] = ns
+    with pytest.raises(ValueError, match="outside"):
+        _ext.csr_mean(both.crow_indices().numpy(), bad.numpy(), xs.numpy(), out.numpy(), 1)
     with pytest.raises(InputError, match="num_dst <= num_src"):
         mean_adjacency(ei[:, :0], 5, 4, with_root=True)
 
@@ -142,3 +154,19 @@ def test_dropout_backward_refuses_double_backward():
     (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
     with pytest.raises(RuntimeError):
         g.sum().backward()
+
+
+def test_csr_mean_kernel_on_many_rows_and_threads():
+    """Enough rows for the OpenMP split (>= 1024), rows without entries, and the
+    result equal to PyTorch's mean for 1 to 3 threads."""
+    torch.manual_seed(3)
+    ns, nd = 4000, 3000
+    ei = _bipartite(5, ns, nd, 40000, True)
+    adj = mean_adjacency(ei, nd, ns)
+    x = torch.randn(ns, 33)
+    ref = torch.sparse.mm(adj, x, "mean")
+    assert int((adj.crow_indices()[1:] == adj.crow_indices()[:-1]).sum()) > 0     # some empty rows
+    for threads in (1, 2, 3):
+        out = torch.full((nd, 33), float("nan"))
+        _ext.csr_mean(adj.crow_indices().numpy(), adj.col_indices().numpy(), x.numpy(), out.numpy(), threads)
+        assert torch.allclose(out, ref, atol=1e-5)

@@ -61,17 +61,20 @@ def set_rng_state(s: dict) -> None:
 def start(cfg):
     """Collective over the launch: ``hpcgnn.initialize`` with the settings' layout
     and graph (servers and samplers serve inside it and never return), torch threads
-    (``cfg.threads``, or the node's cores shared among its ranks), and the graph:
+    (``cfg.threads``, or the node's cores shared among its ranks), malloc keeping
+    freed memory (:mod:`.allocator`), and the graph:
     ``(ctx, trainer communicator, DistGraph)``."""
     import os
 
     import hpcgnn
     from ..graph import DistGraph
     from ..partition.config import read_config
+    from .allocator import keep_freed_memory
 
     ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
                             graph_name=cfg.graph_name)
     torch.set_num_threads(cfg.threads if cfg.threads > 0 else max(1, (os.cpu_count() or 1) // ctx.local_size))
+    keep_freed_memory()
     name = cfg.graph_name or read_config(cfg.part_config)[0]["graph_name"]
     return ctx, ctx.trainer_comm, DistGraph(name)
 

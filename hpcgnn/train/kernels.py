@@ -99,11 +99,14 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
     ``[0, num_dst)`` raise :class:`~hpcgnn.errors.InputError`.  Edges already
     sorted by destination (what the sampler emits) need no sort.
 
-    ``with_root`` (CPU only): ``num_dst`` more rows, row ``num_dst + d`` selecting
-    source ``d`` - a mean over it is the root row ``x[d]`` itself, so one product
-    gives both halves of a SAGE layer's input, and the gradient reaches ``x``
-    through that one product (a slice ``x[:num_dst]`` would add a zero-filled,
-    full-size gradient and a full-size sum in the backward pass)."""
+    ``with_root`` (CPU only): ``2 * num_dst`` rows, interleaved: row ``2d`` holds
+    the sources of ``d``, row ``2d + 1`` selects source ``d`` alone - a mean over it
+    is the root row ``x[d]`` itself.  The product's ``(2 * num_dst, F)`` result viewed
+    as ``(num_dst, 2F)`` is then ``[mean_d | x_d]`` row by row: both halves of a SAGE
+    layer's input side by side, ready for one matrix product with ``[W_l | W_r]``
+    (one product with K = 2F runs faster than two with K = F), and the gradient
+    reaches ``x`` through the one sparse product (a slice ``x[:num_dst]`` would add a
+    zero-filled, full-size gradient and a full-size sum in the backward pass)."""
     if edge_index.device.type != "cpu":
         return edge_index
     src, dst = edge_index[0], edge_index[1]
@@ -117,17 +120,40 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
         src, dst = src[order], dst[order]
     rows, E = num_dst, src.numel()
     src = src.to(torch.int64)
+    indptr = torch.empty(num_dst + 1, dtype=torch.int64)
+    indptr[0] = 0
+    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=indptr[1:])
     if with_root:
         if num_dst > num_src:
             raise InputError(f"mean_adjacency: with_root needs num_dst <= num_src, got {num_dst} > {num_src}")
         rows = 2 * num_dst
-        src = torch.cat([src, torch.arange(num_dst, dtype=torch.int64)])
-    indptr = torch.empty(rows + 1, dtype=torch.int64)
-    indptr[0] = 0
-    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=indptr[1:num_dst + 1])
-    if with_root:
-        torch.arange(E + 1, E + num_dst + 1, out=indptr[num_dst + 1:])
+        d = torch.arange(num_dst, dtype=torch.int64)
+        cols = torch.empty(E + num_dst, dtype=torch.int64)
+        # edge e (into d_e) moves past the d_e root entries before it; root d ends row 2d+1
+        cols[torch.arange(E, dtype=torch.int64) + dst.to(torch.int64)] = src
+        cols[indptr[1:] + d] = d
+        inter = torch.empty(2 * num_dst + 1, dtype=torch.int64)
+        inter[:-1].view(num_dst, 2)[:, 0] = indptr[:-1] + d
+        inter[:-1].view(num_dst, 2)[:, 1] = indptr[1:] + d
+        inter[-1] = E + num_dst
+        indptr, src = inter, cols
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # "sparse CSR support is in beta"
         return torch.sparse_csr_tensor(indptr, src.contiguous(), torch.ones(src.numel(), dtype=dtype),
                                        size=(rows, num_src), check_invariants=False)
+
+
+def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``torch.sparse.mm(adj, x, "mean")`` for a CSR ``adj`` from
+    :func:`mean_adjacency` and a float32 CPU ``x`` that needs no gradient (a first
+    layer's features), in the compiled kernel of ``ext/src/aggregate.c``, which
+    prefetches the randomly placed source rows; anything else goes to PyTorch."""
+    if x.requires_grad or x.dtype != torch.float32 or x.device.type != "cpu" or adj.layout != torch.sparse_csr:
+        return torch.sparse.mm(adj, x, "mean")
+    from .. import _ext
+
+    xc = x.contiguous()
+    out = torch.empty(adj.shape[0], x.shape[1], dtype=torch.float32)
+    _ext.csr_mean(adj.crow_indices().numpy(), adj.col_indices().numpy(), xc.numpy(), out.numpy(),
+                  torch.get_num_threads())
+    return out

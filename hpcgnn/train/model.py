@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernels import mean_adjacency, relu_dropout
+from .kernels import csr_mean, mean_adjacency, relu_dropout
 
 
 class SAGE(nn.Module):
@@ -34,14 +34,12 @@ class SAGE(nn.Module):
         conv = self.convs[i]
         if x.device.type == "cpu" and conv.aggr == "mean" and conv.root_weight and conv.lin_r.bias is None \
                 and not conv.project:
-            # SAGEConv's lin_l(mean) + lin_r(root), with fewer full-size passes over memory
-            if x.requires_grad:   # one product for the means and the root rows (see mean_adjacency)
-                both = torch.sparse.mm(mean_adjacency(edge_index, nd, x.shape[0], x.dtype, with_root=True),
-                                       x, "mean")
-                agg, root = both[:nd], both[nd:]
-            else:
-                agg, root = torch.sparse.mm(mean_adjacency(edge_index, nd, x.shape[0], x.dtype), x, "mean"), x[:nd]
-            x = conv.lin_l(agg).addmm_(root, conv.lin_r.weight.t())     # the sum inside the product
+            # SAGEConv's lin_l(mean) + lin_r(root) as one sparse product giving [mean | root]
+            # row by row (see mean_adjacency) and one dense product with [W_l | W_r]
+            adj = mean_adjacency(edge_index, nd, x.shape[0], x.dtype, with_root=True)
+            both = csr_mean(adj, x).view(nd, 2 * x.shape[1])
+            w = torch.cat([conv.lin_l.weight, conv.lin_r.weight], 1)
+            x = both @ w.t() if conv.lin_l.bias is None else torch.addmm(conv.lin_l.bias, both, w.t())
             if conv.normalize:
                 x = F.normalize(x, p=2.0, dim=-1)
         else:

@@ -1,0 +1,45 @@
+# Mean aggregation along a CSR adjacency for a first GNN layer (hpcgnn.train.kernels).
+# See ext/src/aggregate.h.
+from libc.stdint cimport int64_t
+
+
+cdef extern from "aggregate.h" nogil:
+    void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x,
+                         int64_t dim, float *out, int nthreads)
+
+
+def csr_mean(const int64_t[::1] indptr, const int64_t[::1] indices, const float[:, ::1] x, float[:, ::1] out,
+             int nthreads=1):
+    """``out[r] = mean of x[indices[indptr[r]:indptr[r+1]]]`` (zeros for an empty
+    row), float32, ``nthreads`` OpenMP threads.  Checks shapes and that every index
+    lies in ``[0, len(x))``; raises ValueError otherwise."""
+    cdef int64_t nrows = out.shape[0], dim = x.shape[1], n = x.shape[0], i, m
+    if indptr.shape[0] != nrows + 1 or out.shape[1] != dim:
+        raise ValueError(f"csr_mean: indptr has {indptr.shape[0]} entries for {nrows} rows, "
+                         f"out has {out.shape[1]} columns for {dim}")
+    m = indices.shape[0]
+    if nrows == 0:
+        return
+    if indptr[0] != 0 or indptr[nrows] != m:
+        raise ValueError(f"csr_mean: indptr spans [{indptr[0]}, {indptr[nrows]}) for {m} indices")
+    with nogil:
+        for i in range(nrows):
+            if indptr[i + 1] < indptr[i]:
+                break
+        else:
+            i = -1
+    if i >= 0:
+        raise ValueError(f"csr_mean: indptr decreases at row {i}")
+    with nogil:
+        for i in range(m):
+            if indices[i] < 0 or indices[i] >= n:
+                break
+        else:
+            i = -1
+    if i >= 0:
+        raise ValueError(f"csr_mean: index {indices[i]} at position {i} outside [0, {n})")
+    if m == 0 or dim == 0:
+        out[:, :] = 0
+        return
+    with nogil:
+        hpcgnn_csr_mean(&indptr[0], &indices[0], nrows, &x[0, 0], dim, &out[0, 0], nthreads)

@@ -1,0 +1,16 @@
+#ifndef HPCGNN_AGGREGATE_H
+#define HPCGNN_AGGREGATE_H
+#include <stdint.h>
+
+/* Mean aggregation along a CSR matrix of ones, for a GNN layer whose input needs no
+ * gradient (the first layer reads the features):
+ *   out[r, :] = mean over e in [indptr[r], indptr[r+1]) of x[indices[e], :]
+ * (a row without entries gives zeros).  x is (rows of x) x dim float32, row-major;
+ * out is nrows x dim.  The reads of x are random rows, so the source rows of the
+ * edges PF ahead are prefetched (PyTorch's sparse.mm "mean" waits on each one).
+ * Rows are split among nthreads OpenMP threads.  No bounds checks: the caller
+ * guarantees 0 <= indices < rows of x and a monotone indptr. */
+void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x, int64_t dim,
+                     float *out, int nthreads);
+
+#endif
