@@ -6,22 +6,16 @@ from libc.stdint cimport int64_t
 cdef extern from "aggregate.h" nogil:
     void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x,
                          int64_t dim, float *out, int nthreads)
+    void hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int64_t nrows,
+                                  const float *grad_out, int64_t dim, float *grad_x, int64_t n_src, int nthreads)
 
 
-def csr_mean(const int64_t[::1] indptr, const int64_t[::1] indices, const float[:, ::1] x, float[:, ::1] out,
-             int nthreads=1):
-    """``out[r] = mean of x[indices[indptr[r]:indptr[r+1]]]`` (zeros for an empty
-    row), float32, ``nthreads`` OpenMP threads.  Checks shapes and that every index
-    lies in ``[0, len(x))``; raises ValueError otherwise."""
-    cdef int64_t nrows = out.shape[0], dim = x.shape[1], n = x.shape[0], i, m
-    if indptr.shape[0] != nrows + 1 or out.shape[1] != dim:
-        raise ValueError(f"csr_mean: indptr has {indptr.shape[0]} entries for {nrows} rows, "
-                         f"out has {out.shape[1]} columns for {dim}")
-    m = indices.shape[0]
-    if nrows == 0:
-        return
+cdef _check_csr(const int64_t[::1] indptr, const int64_t[::1] indices, int64_t nrows, int64_t n, str what):
+    """A CSR of nrows rows over n columns: indptr from 0 to len(indices), never
+    decreasing; every index in [0, n).  ValueError naming the first bad entry."""
+    cdef int64_t i, m = indices.shape[0]
     if indptr[0] != 0 or indptr[nrows] != m:
-        raise ValueError(f"csr_mean: indptr spans [{indptr[0]}, {indptr[nrows]}) for {m} indices")
+        raise ValueError(f"{what}: indptr spans [{indptr[0]}, {indptr[nrows]}) for {m} indices")
     with nogil:
         for i in range(nrows):
             if indptr[i + 1] < indptr[i]:
@@ -29,7 +23,7 @@ def csr_mean(const int64_t[::1] indptr, const int64_t[::1] indices, const float[
         else:
             i = -1
     if i >= 0:
-        raise ValueError(f"csr_mean: indptr decreases at row {i}")
+        raise ValueError(f"{what}: indptr decreases at row {i}")
     with nogil:
         for i in range(m):
             if indices[i] < 0 or indices[i] >= n:
@@ -37,9 +31,41 @@ def csr_mean(const int64_t[::1] indptr, const int64_t[::1] indices, const float[
         else:
             i = -1
     if i >= 0:
-        raise ValueError(f"csr_mean: index {indices[i]} at position {i} outside [0, {n})")
+        raise ValueError(f"{what}: index {indices[i]} at position {i} outside [0, {n})")
+
+
+def csr_mean(const int64_t[::1] indptr, const int64_t[::1] indices, const float[:, ::1] x, float[:, ::1] out,
+             int nthreads=1):
+    """``out[r] = mean of x[indices[indptr[r]:indptr[r+1]]]`` (zeros for an empty
+    row), float32, ``nthreads`` OpenMP threads.  Checks shapes and that every index
+    lies in ``[0, len(x))``; raises ValueError otherwise."""
+    cdef int64_t nrows = out.shape[0], dim = x.shape[1], n = x.shape[0], m
+    if indptr.shape[0] != nrows + 1 or out.shape[1] != dim:
+        raise ValueError(f"csr_mean: indptr has {indptr.shape[0]} entries for {nrows} rows, "
+                         f"out has {out.shape[1]} columns for {dim}")
+    _check_csr(indptr, indices, nrows, n, "csr_mean")
+    m = indices.shape[0]
+    if nrows == 0:
+        return
     if m == 0 or dim == 0:
         out[:, :] = 0
         return
     with nogil:
         hpcgnn_csr_mean(&indptr[0], &indices[0], nrows, &x[0, 0], dim, &out[0, 0], nthreads)
+
+
+def csr_mean_backward(const int64_t[::1] indptr, const int64_t[::1] indices, const float[:, ::1] grad_out,
+                      float[:, ::1] grad_x, int nthreads=1):
+    """The gradient of :func:`csr_mean` with respect to ``x``: ``grad_x`` (the
+    shape of ``x``) is overwritten with ``sum over entries (r, s) of grad_out[r] /
+    deg(r)`` in row ``s``.  The same checks as :func:`csr_mean`."""
+    cdef int64_t nrows = grad_out.shape[0], dim = grad_x.shape[1], n = grad_x.shape[0]
+    if indptr.shape[0] != nrows + 1 or grad_out.shape[1] != dim:
+        raise ValueError(f"csr_mean_backward: indptr has {indptr.shape[0]} entries for {nrows} rows, "
+                         f"grad_out has {grad_out.shape[1]} columns for {dim}")
+    _check_csr(indptr, indices, nrows, n, "csr_mean_backward")
+    if n == 0 or dim == 0:
+        return
+    with nogil:
+        hpcgnn_csr_mean_backward(&indptr[0], &indices[0] if indices.shape[0] else NULL, nrows,
+                                 &grad_out[0, 0] if nrows else NULL, dim, &grad_x[0, 0], n, nthreads)

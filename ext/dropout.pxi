@@ -9,6 +9,10 @@ cdef extern from "dropout.h" nogil:
     void hpcgnn_relu_dropout(const float *x, float *out, int64_t n, uint64_t keep_threshold, uint64_t seed,
                              float scale)
     void hpcgnn_relu_dropout_grad(const float *grad, const float *out, float scale, float *grad_in, int64_t n)
+    void hpcgnn_bias_relu_dropout(float *x, const float *bias, int64_t rows, int64_t dim, uint64_t keep_threshold,
+                                  uint64_t seed, float scale)
+    void hpcgnn_relu_dropout_grad_bias(const float *grad, const float *out, float scale, float *grad_in,
+                                       int64_t rows, int64_t dim, double *acc)
 
 
 cdef uint64_t _threshold(double p, str what) except? 0:
@@ -71,3 +75,35 @@ def relu_dropout_grad(const float[::1] grad, const float[::1] out, float scale, 
         return
     with nogil:
         hpcgnn_relu_dropout_grad(&grad[0], &out[0], scale, &grad_in[0], n)
+
+
+def bias_relu_dropout(float[:, ::1] x, const float[::1] bias, double p, uint64_t seed):
+    """In place: ``x = dropout(relu(x + bias))`` (bias broadcast over rows), the
+    same mask :func:`relu_dropout` draws for ``(seed, x.size)``; returns the scale."""
+    cdef uint64_t thr = _threshold(p, "bias_relu_dropout")
+    cdef int64_t rows = x.shape[0], dim = x.shape[1]
+    if bias.shape[0] != dim:
+        raise ValueError(f"bias_relu_dropout: bias has {bias.shape[0]} entries for {dim} columns")
+    cdef double sc = dropout_scale(p)
+    cdef float scale = <float>sc
+    if rows > 0 and dim > 0:
+        with nogil:
+            hpcgnn_bias_relu_dropout(&x[0, 0], &bias[0], rows, dim, thr, seed, scale)
+    return sc
+
+
+def relu_dropout_grad_bias(const float[:, ::1] grad, const float[:, ::1] out, float scale, float[:, ::1] grad_in,
+                           double[::1] bias_grad):
+    """:func:`relu_dropout_grad` on rows, and ``bias_grad`` = the column sums of
+    ``grad_in`` (the bias's gradient)."""
+    cdef int64_t rows = grad.shape[0], dim = grad.shape[1]
+    if out.shape[0] != rows or out.shape[1] != dim or grad_in.shape[0] != rows or grad_in.shape[1] != dim \
+            or bias_grad.shape[0] != dim:
+        raise ValueError("relu_dropout_grad_bias: grad, out and grad_in must have one shape, bias_grad its width")
+    if dim == 0:
+        return
+    if rows == 0:
+        bias_grad[:] = 0
+        return
+    with nogil:
+        hpcgnn_relu_dropout_grad_bias(&grad[0, 0], &out[0, 0], scale, &grad_in[0, 0], rows, dim, &bias_grad[0])

@@ -170,3 +170,49 @@ def test_csr_mean_kernel_on_many_rows_and_threads():
         out = torch.full((nd, 33), float("nan"))
         _ext.csr_mean(adj.crow_indices().numpy(), adj.col_indices().numpy(), x.numpy(), out.numpy(), threads)
         assert torch.allclose(out, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_csr_mean_gradient_matches_pytorch(threads):
+    """csr_mean's backward (scatter by column blocks when threaded) gives PyTorch's
+    gradient, with repeated sources, empty rows and a width that is no multiple of
+    the column block."""
+    torch.manual_seed(4)
+    ns, nd, f = 3000, 2000, 200
+    adj = mean_adjacency(_bipartite(6, ns, nd, 30000, True), nd, ns)
+    x = torch.randn(ns, f, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    w = torch.randn(nd, f)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        (csr_mean(adj, x) * w).sum().backward()
+    finally:
+        torch.set_num_threads(old)
+    (torch.sparse.mm(adj, x2, "mean") * w).sum().backward()
+    assert torch.allclose(x.grad, x2.grad, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [13, 64])
+def test_bias_relu_dropout_matches_the_unfused_ops(dim):
+    """The fused in-place bias+relu+dropout draws the mask relu_dropout draws (same
+    seed; widths that straddle the 4-element draws too) and gives the same gradients
+    for the input and the bias."""
+    from hpcgnn.train.kernels import bias_relu_dropout, relu_dropout
+
+    torch.manual_seed(5)
+    a = torch.randn(301, dim, requires_grad=True)
+    bias = torch.randn(dim, requires_grad=True)
+    a2, bias2 = a.detach().clone().requires_grad_(True), bias.detach().clone().requires_grad_(True)
+    w = torch.randn(301, dim)
+    torch.manual_seed(7)
+    out = bias_relu_dropout(a * 1.0, bias, p=0.4)          # a product's fresh output
+    torch.manual_seed(7)
+    ref = relu_dropout(a2 * 1.0 + bias2, p=0.4)
+    assert torch.equal(out, ref)
+    assert 0.3 < float((ref == 0).float().mean()) < 0.9
+    (out * w).sum().backward()
+    (ref * w).sum().backward()
+    assert torch.allclose(a.grad, a2.grad) and torch.allclose(bias.grad, bias2.grad, atol=1e-4)
+    with torch.no_grad():                                   # evaluation: relu(h + bias)
+        assert torch.equal(bias_relu_dropout(a * 1.0, bias, p=0.4, training=False), F.relu(a + bias))

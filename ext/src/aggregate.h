@@ -13,4 +13,11 @@
 void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x, int64_t dim,
                      float *out, int nthreads);
 
+/* Its gradient with respect to x:
+ *   grad_x[s, :] = sum over the entries (r, s) of grad_out[r, :] / (entries of row r)
+ * grad_x (n_src x dim) is overwritten (zeroed first).  Threads split the zeroing by
+ * rows and the scatter by column blocks (no two threads write the same element). */
+void hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *grad_out,
+                              int64_t dim, float *grad_x, int64_t n_src, int nthreads);
+
 #endif

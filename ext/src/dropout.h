@@ -21,6 +21,17 @@ void hpcgnn_relu_dropout(const float *x, float *out, int64_t n, uint64_t keep_th
 /* Its gradient: grad_in[i] = grad[i] * scale where out[i] > 0, else 0. */
 void hpcgnn_relu_dropout_grad(const float *grad, const float *out, float scale, float *grad_in, int64_t n);
 
+/* A hidden layer's bias, relu and dropout in place on x (rows x dim, row-major):
+ * x[r, c] = relu_dropout(x[r, c] + bias[c]) with the draws hpcgnn_relu_dropout makes
+ * for the flat position r * dim + c (so the same mask for the same seed). */
+void hpcgnn_bias_relu_dropout(float *x, const float *bias, int64_t rows, int64_t dim, uint64_t keep_threshold,
+                              uint64_t seed, float scale);
+
+/* Its gradient: grad_in as hpcgnn_relu_dropout_grad, and the bias gradient (the
+ * column sums of grad_in) accumulated in double into acc[dim]. */
+void hpcgnn_relu_dropout_grad_bias(const float *grad, const float *out, float scale, float *grad_in, int64_t rows,
+                                   int64_t dim, double *acc);
+
 /* out[i] = mask[i] ? x[i] * scale : 0 (forward and backward of dropout). */
 void hpcgnn_dropout_apply(const float *x, const uint8_t *mask, float scale, float *out, int64_t n);
 

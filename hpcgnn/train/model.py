@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernels import csr_mean, mean_adjacency, relu_dropout
+from .kernels import bias_relu_dropout, csr_mean, mean_adjacency, relu_dropout
 
 
 class SAGE(nn.Module):
@@ -39,6 +39,8 @@ class SAGE(nn.Module):
             adj = mean_adjacency(edge_index, nd, x.shape[0], x.dtype, with_root=True)
             both = csr_mean(adj, x).view(nd, 2 * x.shape[1])
             w = torch.cat([conv.lin_l.weight, conv.lin_r.weight], 1)
+            if i < self.num_layers - 1 and not conv.normalize:       # bias, relu, dropout in one pass
+                return bias_relu_dropout(both @ w.t(), conv.lin_l.bias, p=self.dropout, training=self.training)
             x = both @ w.t() if conv.lin_l.bias is None else torch.addmm(conv.lin_l.bias, both, w.t())
             if conv.normalize:
                 x = F.normalize(x, p=2.0, dim=-1)
