@@ -4,7 +4,8 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CLONES __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
+/* built for AVX-512, AVX2 and the baseline, chosen at load time */
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CLONES
 #endif

@@ -30,10 +30,11 @@ void hpcgnn_dropout_mask(uint8_t *restrict mask, int64_t n, uint64_t keep_thresh
 /* Bit-level selects: GCC keeps a branch for float compares feeding arithmetic
  * (trapping-math), and with a random keep pattern that branch mispredicts half the
  * time (~8 ns per element); integer selects vectorise. */
-/* The draws are 64-bit multiplies: with AVX-512DQ (vpmullq) GCC vectorises them;
- * the other machines get their own builds of the same code (the same numbers). */
+/* The draws are 64-bit multiplies, which GCC vectorises well with AVX-512 and
+ * passably with AVX2: the kernels are built for both and the baseline, chosen at
+ * load time (target_clones); every build draws the same numbers. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CLONES __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CLONES
 #endif
@@ -54,13 +55,13 @@ static inline float relu_drop1(float x, uint32_t draw, uint32_t thr, uint32_t sc
 /* The 64-bit numbers j0 .. j0+nj-1 of the stream: element i's 16-bit draw is bits
  * 16*(i%4) .. of number i/4, i.e. (little-endian) the i-th uint16 of this buffer
  * when j0 = 0.  A plain loop of multiplies: vectorised where the CPU allows. */
-static inline void draws(uint64_t base, int64_t j0, int64_t nj, uint64_t *restrict buf)
+static inline __attribute__((always_inline)) void draws(uint64_t base, int64_t j0, int64_t nj, uint64_t *restrict buf)
 {
     for (int64_t j = 0; j < nj; ++j) buf[j] = mix64(base + (uint64_t)(j0 + j) * 0x9e3779b97f4a7c15ULL);
 }
 
 /* x[k] (+ bias[k] when bias) for k < len, flat positions i0 + k: relu, dropout */
-static inline void relu_drop_span(const float *x, const float *bias, float *out, int64_t len, int64_t i0,
+static inline __attribute__((always_inline)) void relu_drop_span(const float *x, const float *bias, float *out, int64_t len, int64_t i0,
                                   uint64_t base, uint32_t thr, uint32_t sb)
 {
     uint64_t buf[CHUNK / 4 + 2];
