@@ -216,3 +216,6 @@ def test_bias_relu_dropout_matches_the_unfused_ops(dim):
     assert torch.allclose(a.grad, a2.grad) and torch.allclose(bias.grad, bias2.grad, atol=1e-4)
     with torch.no_grad():                                   # evaluation: relu(h + bias)
         assert torch.equal(bias_relu_dropout(a * 1.0, bias, p=0.4, training=False), F.relu(a + bias))
+    torch.manual_seed(7)                                    # a leaf is not written over: same numbers
+    leaf = (a2 * 1.0).detach().requires_grad_(True)
+    assert torch.equal(bias_relu_dropout(leaf, bias, p=0.4), ref) and torch.equal(leaf, a2 * 1.0)

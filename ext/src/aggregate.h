@@ -2,8 +2,7 @@
 #define HPCGNN_AGGREGATE_H
 #include <stdint.h>
 
-/* Mean aggregation along a CSR matrix of ones, for a GNN layer whose input needs no
- * gradient (the first layer reads the features):
+/* Mean aggregation along a CSR matrix of ones (a GNN layer's neighbour means):
  *   out[r, :] = mean over e in [indptr[r], indptr[r+1]) of x[indices[e], :]
  * (a row without entries gives zeros).  x is (rows of x) x dim float32, row-major;
  * out is nrows x dim.  The reads of x are random rows, so the source rows of the

@@ -27,9 +27,6 @@ void hpcgnn_dropout_mask(uint8_t *restrict mask, int64_t n, uint64_t keep_thresh
     }
 }
 
-/* Bit-level selects: GCC keeps a branch for float compares feeding arithmetic
- * (trapping-math), and with a random keep pattern that branch mispredicts half the
- * time (~8 ns per element); integer selects vectorise. */
 /* The draws are 64-bit multiplies, which GCC vectorises well with AVX-512 and
  * passably with AVX2: the kernels are built for both and the baseline, chosen at
  * load time (target_clones); every build draws the same numbers. */
@@ -38,6 +35,10 @@ void hpcgnn_dropout_mask(uint8_t *restrict mask, int64_t n, uint64_t keep_thresh
 #else
 #define CLONES
 #endif
+
+/* Bit-level selects: GCC keeps a branch for float compares feeding arithmetic
+ * (trapping-math), and with a random keep pattern that branch mispredicts half the
+ * time (~8 ns per element); integer selects vectorise. */
 
 static inline uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -55,14 +56,16 @@ static inline float relu_drop1(float x, uint32_t draw, uint32_t thr, uint32_t sc
 /* The 64-bit numbers j0 .. j0+nj-1 of the stream: element i's 16-bit draw is bits
  * 16*(i%4) .. of number i/4, i.e. (little-endian) the i-th uint16 of this buffer
  * when j0 = 0.  A plain loop of multiplies: vectorised where the CPU allows. */
-static inline __attribute__((always_inline)) void draws(uint64_t base, int64_t j0, int64_t nj, uint64_t *restrict buf)
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE void draws(uint64_t base, int64_t j0, int64_t nj, uint64_t *restrict buf)
 {
     for (int64_t j = 0; j < nj; ++j) buf[j] = mix64(base + (uint64_t)(j0 + j) * 0x9e3779b97f4a7c15ULL);
 }
 
 /* x[k] (+ bias[k] when bias) for k < len, flat positions i0 + k: relu, dropout */
-static inline __attribute__((always_inline)) void relu_drop_span(const float *x, const float *bias, float *out, int64_t len, int64_t i0,
-                                  uint64_t base, uint32_t thr, uint32_t sb)
+INLINE void relu_drop_span(const float *x, const float *bias, float *out, int64_t len, int64_t i0, uint64_t base,
+                           uint32_t thr, uint32_t sb)
 {
     uint64_t buf[CHUNK / 4 + 2];
     const uint16_t *d = (const uint16_t *)buf + (i0 & 3);
@@ -85,7 +88,7 @@ CLONES void hpcgnn_relu_dropout(const float *restrict x, float *restrict out, in
 }
 
 CLONES void hpcgnn_relu_dropout_grad(const float *restrict grad, const float *restrict out, float scale,
-                              float *restrict grad_in, int64_t n)
+                                     float *restrict grad_in, int64_t n)
 {
     for (int64_t i = 0; i < n; ++i)
         grad_in[i] = bitsf(fbits(grad[i] * scale) & -(uint32_t)((int32_t)fbits(out[i]) > 0));
