@@ -6,8 +6,9 @@ from libc.stdint cimport int64_t
 cdef extern from "aggregate.h" nogil:
     void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x,
                          int64_t dim, float *out, int nthreads)
-    void hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int64_t nrows,
-                                  const float *grad_out, int64_t dim, float *grad_x, int64_t n_src, int nthreads)
+    int hpcgnn_csr_mean_backward_act(const int64_t *indptr, const int64_t *indices, int64_t nrows,
+                                     const float *grad_out, int64_t dim, const float *act, float scale,
+                                     float *grad_x, double *bias_grad, int64_t n_src, int nthreads)
 
 
 cdef _check_csr(const int64_t[::1] indptr, const int64_t[::1] indices, int64_t nrows, int64_t n, str what):
@@ -55,17 +56,40 @@ def csr_mean(const int64_t[::1] indptr, const int64_t[::1] indices, const float[
 
 
 def csr_mean_backward(const int64_t[::1] indptr, const int64_t[::1] indices, const float[:, ::1] grad_out,
-                      float[:, ::1] grad_x, int nthreads=1):
+                      float[:, ::1] grad_x, int nthreads=1, const float[:, ::1] act=None, float scale=1.0,
+                      double[::1] bias_grad=None):
     """The gradient of :func:`csr_mean` with respect to ``x``: ``grad_x`` (the
     shape of ``x``) is overwritten with ``sum over entries (r, s) of grad_out[r] /
-    deg(r)`` in row ``s``.  The same checks as :func:`csr_mean`."""
+    deg(r)`` in row ``s``.  The same checks as :func:`csr_mean`.
+
+    ``act`` (the shape of ``x``): ``x`` was ``dropout(relu(h + bias))`` written over
+    ``h`` (:func:`bias_relu_dropout`); ``grad_x`` becomes the gradient with respect
+    to ``h`` (``* scale`` where ``act > 0``, else 0) and ``bias_grad`` (when given,
+    ``x``'s width) the column sums of it, in the same pass."""
     cdef int64_t nrows = grad_out.shape[0], dim = grad_x.shape[1], n = grad_x.shape[0]
+    cdef int rc
+    cdef const float *a = NULL
+    cdef double *bg = NULL
     if indptr.shape[0] != nrows + 1 or grad_out.shape[1] != dim:
         raise ValueError(f"csr_mean_backward: indptr has {indptr.shape[0]} entries for {nrows} rows, "
                          f"grad_out has {grad_out.shape[1]} columns for {dim}")
+    if act is not None and (act.shape[0] != n or act.shape[1] != dim):
+        raise ValueError(f"csr_mean_backward: act is {act.shape[0]} x {act.shape[1]}, grad_x {n} x {dim}")
+    if bias_grad is not None and (act is None or bias_grad.shape[0] != dim):
+        raise ValueError(f"csr_mean_backward: bias_grad needs act and {dim} entries")
     _check_csr(indptr, indices, nrows, n, "csr_mean_backward")
-    if n == 0 or dim == 0:
+    if dim == 0:
         return
+    if bias_grad is not None:
+        bias_grad[:] = 0
+        bg = &bias_grad[0]
+    if n == 0:
+        return
+    if act is not None:
+        a = &act[0, 0]
     with nogil:
-        hpcgnn_csr_mean_backward(&indptr[0], &indices[0] if indices.shape[0] else NULL, nrows,
-                                 &grad_out[0, 0] if nrows else NULL, dim, &grad_x[0, 0], n, nthreads)
+        rc = hpcgnn_csr_mean_backward_act(&indptr[0], &indices[0] if indices.shape[0] else NULL, nrows,
+                                          &grad_out[0, 0] if nrows else NULL, dim, a, scale, &grad_x[0, 0], bg, n,
+                                          nthreads)
+    if rc != 0:
+        raise MemoryError("csr_mean_backward: out of memory for the transposed pattern")

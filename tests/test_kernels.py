@@ -1,4 +1,5 @@
 """The models' CPU kernels (hpcgnn.train.kernels) against PyTorch/PyG references."""
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -219,3 +220,86 @@ def test_bias_relu_dropout_matches_the_unfused_ops(dim):
     torch.manual_seed(7)                                    # a leaf is not written over: same numbers
     leaf = (a2 * 1.0).detach().requires_grad_(True)
     assert torch.equal(bias_relu_dropout(leaf, bias, p=0.4), ref) and torch.equal(leaf, a2 * 1.0)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dim", [13, 200])
+def test_bias_relu_dropout_mean_equals_the_two_functions(threads, dim):
+    """The fused activation + mean gives bitwise the numbers of bias_relu_dropout
+    then csr_mean: output, and the gradients of the product and the bias (the bias
+    summed in the same 128-row float blocks, for any thread count), with sources
+    no edge reads (zero gradient) and repeated ones."""
+    from hpcgnn.train.kernels import bias_relu_dropout, bias_relu_dropout_mean
+
+    torch.manual_seed(8)
+    ns, nd = 1500, 700
+    adj = mean_adjacency(_bipartite(9, ns, nd, 5000, True), nd, ns, with_root=True)
+    a = torch.randn(ns, dim, requires_grad=True)
+    bias = torch.randn(dim, requires_grad=True)
+    a2, bias2 = a.detach().clone().requires_grad_(True), bias.detach().clone().requires_grad_(True)
+    w = torch.randn(2 * nd, dim)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(7)
+        out = bias_relu_dropout_mean(a * 1.0, bias, adj, p=0.3)
+        (out * w).sum().backward()
+    finally:
+        torch.set_num_threads(old)
+    torch.manual_seed(7)
+    ref = csr_mean(adj, bias_relu_dropout(a2 * 1.0, bias2, p=0.3))
+    (ref * w).sum().backward()
+    assert torch.equal(out, ref)
+    assert torch.equal(a.grad, a2.grad) and torch.equal(bias.grad, bias2.grad)
+    unread = torch.ones(ns, dtype=torch.bool)
+    unread[adj.col_indices()] = False
+    assert int(unread.sum()) > 0 and float(a.grad[unread].abs().sum()) == 0.0
+    with torch.no_grad():                                       # evaluation: the two functions
+        assert torch.equal(bias_relu_dropout_mean(a * 1.0, bias, adj, p=0.3, training=False),
+                           csr_mean(adj, F.relu(a + bias)))
+
+
+def test_csr_mean_backward_refuses_mismatched_activation():
+    adj = mean_adjacency(_bipartite(2, 50, 20, 100, True), 20, 50)
+    ip, ix = adj.crow_indices().numpy(), adj.col_indices().numpy()
+    g, gx = np.zeros((20, 8), np.float32), np.zeros((50, 8), np.float32)
+    with pytest.raises(ValueError, match="act is"):
+        _ext.csr_mean_backward(ip, ix, g, gx, 1, act=np.zeros((49, 8), np.float32))
+    with pytest.raises(ValueError, match="bias_grad needs act"):
+        _ext.csr_mean_backward(ip, ix, g, gx, 1, bias_grad=np.zeros(8))
+    with pytest.raises(ValueError, match="bias_grad needs act"):
+        _ext.csr_mean_backward(ip, ix, g, gx, 1, act=np.zeros((50, 8), np.float32), bias_grad=np.zeros(7))
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_sage_training_step_defers_the_activation_with_the_same_numbers(full):
+    """SAGE.forward hands each hidden layer's bias, relu and dropout to the next
+    layer's aggregation; the output and every gradient equal those of calling
+    ``layer`` one by one (which applies them at once), on sampled blocks (3 layers:
+    a middle layer both receives and defers) and on a full graph."""
+    g = torch.Generator().manual_seed(11)
+    ncum = [0, 10, 50, 200, 400]                 # seeds, then the nodes first reached at hops 1, 2, 3
+
+    def hop(k, n):                               # edges into hop k-1's nodes from hops <= k
+        dst = torch.sort(torch.randint(ncum[k - 1], ncum[k], (n,), generator=g))[0]
+        return torch.stack([torch.randint(0, ncum[k + 1], (n,), generator=g), dst])
+
+    edges = [hop(1, 60), hop(2, 300), hop(3, 1200)]
+    ei = torch.cat(edges, 1)
+    ecum = [0, 60, 360, 1560]
+    x = torch.randn(400, 12, generator=g)
+    m = SAGE(12, 32, 5, 3, dropout=0.4)
+    m2 = SAGE(12, 32, 5, 3, dropout=0.4)
+    m2.load_state_dict(m.state_dict())
+    torch.manual_seed(3)
+    out = m(x, ei) if full else m(x, ei, [10, 40, 150, 200], [60, 300, 1200])
+    out.square().sum().backward()
+    torch.manual_seed(3)
+    h = x
+    for i in range(3):
+        h = m2.layer(i, h, ei) if full else m2.layer(i, h, ei[:, : ecum[3 - i]], num_dst=ncum[3 - i])
+    h.square().sum().backward()
+    assert out.shape == ((400, 5) if full else (10, 5))
+    assert torch.equal(out, h)
+    for p1, p2 in zip(m.parameters(), m2.parameters()):
+        assert torch.equal(p1.grad, p2.grad)

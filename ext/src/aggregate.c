@@ -1,6 +1,7 @@
 /* See aggregate.h. */
 #include "aggregate.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -59,42 +60,101 @@ void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrow
     }
 }
 
-/* columns [c0, c1) of every row: grad_x[indices[e], c] += grad_out[r, c] / deg(r) */
-CLONES static void scatter_cols(const int64_t *indptr, const int64_t *indices, int64_t nrows,
-                                const float *restrict grad_out, int64_t dim, float *restrict grad_x, int64_t c0,
-                                int64_t c1)
+/* The transpose of a CSR's pattern: for every column s, the rows r with an entry
+ * (r, s), in increasing r (tptr: n_src + 1 offsets, trow: one row per entry). */
+static void transpose(const int64_t *indptr, const int64_t *indices, int64_t nrows, int64_t n_src, int64_t *tptr,
+                      int64_t *trow)
 {
-    const int64_t w = c1 - c0;
-    for (int64_t r = 0; r < nrows; ++r) {
-        const int64_t e0 = indptr[r], e1 = indptr[r + 1];
-        if (e1 == e0) continue;
-        const float inv = 1.0f / (float)(e1 - e0);
-        const float *g = grad_out + r * dim + c0;
-        for (int64_t e = e0; e < e1; ++e) {
-            if (e + PF < e1) __builtin_prefetch(grad_x + indices[e + PF] * dim + c0, 1, 3);
-            float *o = grad_x + indices[e] * dim + c0;
-            for (int64_t j = 0; j < w; ++j) o[j] += g[j] * inv;
+    memset(tptr, 0, (size_t)(n_src + 1) * sizeof(int64_t));
+    const int64_t m = indptr[nrows];
+    for (int64_t e = 0; e < m; ++e) tptr[indices[e] + 1]++;
+    for (int64_t s = 0; s < n_src; ++s) tptr[s + 1] += tptr[s];
+    for (int64_t r = 0; r < nrows; ++r)
+        for (int64_t e = indptr[r]; e < indptr[r + 1]; ++e) trow[tptr[indices[e]]++] = r;
+    for (int64_t s = n_src; s > 0; --s) tptr[s] = tptr[s - 1];
+    tptr[0] = 0;
+}
+
+/* grad_x rows [s0, s1) from the transpose: each row written once, its entries
+ * added in increasing r (the order a scatter over rows adds them).  With act: the
+ * row then passes relu+dropout's gradient (kept where act > 0, times scale). */
+CLONES static void gather_rows_back(const int64_t *tptr, const int64_t *trow, const float *inv, int64_t s0,
+                                    int64_t s1, const float *restrict grad_out, int64_t dim,
+                                    const float *restrict act, float scale, float *restrict grad_x)
+{
+    for (int64_t s = s0; s < s1; ++s) {
+        float *o = grad_x + s * dim;
+        const int64_t t0 = tptr[s], t1 = tptr[s + 1];
+        if (t1 + PF / 2 < tptr[s1]) __builtin_prefetch(grad_out + trow[t1 + PF / 2] * dim, 0, 3);
+        for (int64_t j = 0; j < dim; ++j) o[j] = 0.0f;
+        for (int64_t t = t0; t < t1; ++t) {
+            const int64_t r = trow[t];
+            const float w = inv[r], *g = grad_out + r * dim;
+            for (int64_t j = 0; j < dim; ++j) o[j] += g[j] * w;
+        }
+        if (act) {
+            const float *a = act + s * dim;
+            for (int64_t j = 0; j < dim; ++j) {
+                uint32_t ob, ab;
+                float v = o[j] * scale;
+                memcpy(&ob, &v, 4);
+                memcpy(&ab, &a[j], 4);
+                ob &= -(uint32_t)((int32_t)ab > 0);
+                memcpy(&o[j], &ob, 4);
+            }
         }
     }
 }
 
-void hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *grad_out,
-                              int64_t dim, float *grad_x, int64_t n_src, int nthreads)
+enum { SUM = 128 };       /* rows per float partial sum of the bias gradient */
+
+/* columns sums of rows [s0, s1) of g into part (float, in row order) */
+CLONES static void col_sums(const float *restrict g, int64_t s0, int64_t s1, int64_t dim, float *restrict part)
 {
-    const int64_t block = 64;                   /* columns per task: 256 bytes */
-    const int64_t nblocks = (dim + block - 1) / block;
-    if (nthreads <= 1 || nblocks < 2 || nrows < 256) {
-        memset(grad_x, 0, (size_t)(n_src * dim) * sizeof(float));
-        scatter_cols(indptr, indices, nrows, grad_out, dim, grad_x, 0, dim);
-        return;
+    for (int64_t j = 0; j < dim; ++j) part[j] = 0.0f;
+    for (int64_t s = s0; s < s1; ++s)
+        for (int64_t j = 0; j < dim; ++j) part[j] += g[s * dim + j];
+}
+
+int hpcgnn_csr_mean_backward_act(const int64_t *indptr, const int64_t *indices, int64_t nrows,
+                                 const float *grad_out, int64_t dim, const float *act, float scale, float *grad_x,
+                                 double *bias_grad, int64_t n_src, int nthreads)
+{
+    const int64_t m = nrows > 0 ? indptr[nrows] : 0;
+    const int64_t nchunks = (n_src + SUM - 1) / SUM;
+    int64_t *tptr = malloc((size_t)(n_src + 1) * sizeof(int64_t));
+    int64_t *trow = malloc((size_t)(m > 0 ? m : 1) * sizeof(int64_t));
+    float *inv = malloc((size_t)(nrows > 0 ? nrows : 1) * sizeof(float));
+    float *parts = bias_grad ? malloc((size_t)(nchunks > 0 ? nchunks : 1) * (size_t)dim * sizeof(float)) : NULL;
+    if (!tptr || !trow || !inv || (bias_grad && !parts)) {
+        free(tptr); free(trow); free(inv); free(parts);
+        return -1;
     }
-#pragma omp parallel num_threads(nthreads)
-    {
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < n_src; ++r) memset(grad_x + r * dim, 0, (size_t)dim * sizeof(float));
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t b = 0; b < nblocks; ++b)
-            scatter_cols(indptr, indices, nrows, grad_out, dim, grad_x, b * block,
-                         (b + 1) * block < dim ? (b + 1) * block : dim);
+    transpose(indptr, indices, nrows, n_src, tptr, trow);
+    for (int64_t r = 0; r < nrows; ++r) {
+        const int64_t d = indptr[r + 1] - indptr[r];
+        inv[r] = d > 0 ? 1.0f / (float)d : 0.0f;
     }
+    /* chunks of SUM rows: threads never share a row, and the bias sums come out the
+     * same for any thread count */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads > 1 && nchunks > 1 ? nthreads : 1)
+    for (int64_t c = 0; c < nchunks; ++c) {
+        const int64_t s0 = c * SUM, s1 = s0 + SUM < n_src ? s0 + SUM : n_src;
+        gather_rows_back(tptr, trow, inv, s0, s1, grad_out, dim, act, scale, grad_x);
+        if (parts) col_sums(grad_x, s0, s1, dim, parts + c * dim);
+    }
+    if (bias_grad) {
+        memset(bias_grad, 0, (size_t)dim * sizeof(double));
+        for (int64_t c = 0; c < nchunks; ++c)
+            for (int64_t j = 0; j < dim; ++j) bias_grad[j] += parts[c * dim + j];
+    }
+    free(tptr); free(trow); free(inv); free(parts);
+    return 0;
+}
+
+int hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *grad_out,
+                             int64_t dim, float *grad_x, int64_t n_src, int nthreads)
+{
+    return hpcgnn_csr_mean_backward_act(indptr, indices, nrows, grad_out, dim, NULL, 1.0f, grad_x, NULL, n_src,
+                                        nthreads);
 }

@@ -14,9 +14,18 @@ void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrow
 
 /* Its gradient with respect to x:
  *   grad_x[s, :] = sum over the entries (r, s) of grad_out[r, :] / (entries of row r)
- * grad_x (n_src x dim) is overwritten (zeroed first).  Threads split the zeroing by
- * rows and the scatter by column blocks (no two threads write the same element). */
-void hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *grad_out,
-                              int64_t dim, float *grad_x, int64_t n_src, int nthreads);
+ * grad_x (n_src x dim) is overwritten.  The pattern is transposed first, so every
+ * row of grad_x is written once, its terms added in increasing r; threads split the
+ * rows.  Returns 0, or -1 when out of memory (grad_x untouched). */
+int hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *grad_out,
+                             int64_t dim, float *grad_x, int64_t n_src, int nthreads);
+
+/* The same, when x = dropout(relu(h + bias)) was written over h (act, n_src x dim):
+ * grad_x becomes the gradient with respect to h (kept where act > 0, times scale)
+ * and bias_grad (dim doubles, unless NULL) the gradient with respect to bias, each
+ * row passing once.  act == NULL: hpcgnn_csr_mean_backward. */
+int hpcgnn_csr_mean_backward_act(const int64_t *indptr, const int64_t *indices, int64_t nrows,
+                                 const float *grad_out, int64_t dim, const float *act, float scale, float *grad_x,
+                                 double *bias_grad, int64_t n_src, int nthreads);
 
 #endif

@@ -202,6 +202,46 @@ class _CsrMean(torch.autograd.Function):
         return grad_x, None, None, None
 
 
+class _BiasReluDropoutMean(torch.autograd.Function):
+    """``csr_mean(adj, bias_relu_dropout(h, bias))``: the activation written over
+    ``h`` in place (nothing else reads it), and in the backward one pass per row of
+    ``h`` gives the gradients of ``h`` and ``bias`` (the mean's gradient, masked,
+    summed by columns) where the two functions apart make three passes."""
+
+    @staticmethod
+    def forward(ctx, h, bias, indptr, indices, nrows, p: float, seed: int):
+        act = h.detach()
+        ctx.scale = _ext.bias_relu_dropout(act.numpy(), bias.detach().contiguous().numpy(), p, seed)
+        out = torch.empty(nrows, act.shape[1], dtype=torch.float32)
+        _ext.csr_mean(indptr.numpy(), indices.numpy(), act.numpy(), out.numpy(), torch.get_num_threads())
+        ctx.save_for_backward(indptr, indices, h)      # h now holds the activation
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        indptr, indices, act = ctx.saved_tensors
+        gin = torch.empty_like(act)
+        gb = torch.empty(act.shape[1], dtype=torch.float64)
+        _ext.csr_mean_backward(indptr.numpy(), indices.numpy(), grad.contiguous().numpy(), gin.numpy(),
+                               torch.get_num_threads(), act=act.numpy(), scale=ctx.scale, bias_grad=gb.numpy())
+        return gin, gb.to(torch.float32), None, None, None, None, None
+
+
+def bias_relu_dropout_mean(h: torch.Tensor, bias: torch.Tensor | None, adj: torch.Tensor, p: float = 0.5,
+                           training: bool = True) -> torch.Tensor:
+    """``csr_mean(adj, bias_relu_dropout(h, bias, p, training))`` (the same numbers),
+    with the activation's backward folded into the mean's: for a float32 CPU ``h``
+    that nothing else reads (a matrix product's fresh output, which is overwritten)
+    and a CSR ``adj`` from :func:`mean_adjacency`.  Else the two functions."""
+    if bias is None or not training or p == 0.0 or h.device.type != "cpu" or h.dtype != torch.float32 \
+            or h.dim() != 2 or not h.is_contiguous() or not 0.0 < p < 1.0 or bias.dtype != torch.float32 \
+            or (h.is_leaf and h.requires_grad) or adj.layout != torch.sparse_csr:
+        return csr_mean(adj, bias_relu_dropout(h, bias, p, training))
+    seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+    return _BiasReluDropoutMean.apply(h, bias, adj.crow_indices(), adj.col_indices(), adj.shape[0], float(p), seed)
+
+
 def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``torch.sparse.mm(adj, x, "mean")`` for a CSR ``adj`` from
     :func:`mean_adjacency` and a float32 CPU ``x``, in the compiled kernels of

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernels import bias_relu_dropout, csr_mean, mean_adjacency, relu_dropout
+from .kernels import bias_relu_dropout, bias_relu_dropout_mean, csr_mean, mean_adjacency, relu_dropout
 
 
 class SAGE(nn.Module):
@@ -30,22 +30,43 @@ class SAGE(nn.Module):
     def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int | None = None) -> torch.Tensor:
         """Layer ``i`` on a bipartite graph: messages from the rows of ``x`` to its
         first ``num_dst`` rows (all rows when None), the only ones computed."""
-        nd = x.shape[0] if num_dst is None else num_dst
+        return self._layer(i, x, edge_index, num_dst)
+
+    def _fast(self, i: int, x: torch.Tensor) -> bool:
         conv = self.convs[i]
-        if x.device.type == "cpu" and conv.aggr == "mean" and conv.root_weight and conv.lin_r.bias is None \
-                and not conv.project:
+        return x.device.type == "cpu" and conv.aggr == "mean" and conv.root_weight and conv.lin_r.bias is None \
+            and not conv.project
+
+    def _layer(self, i: int, x, edge_index: torch.Tensor, num_dst: int | None = None, defer: bool = False):
+        """Layer ``i``; ``x`` may be ``(h, bias)`` from a layer before it that left
+        its activation to this one.  ``defer``: a layer followed by relu and dropout
+        may return ``(h, bias)``, the product without them, for the next layer to
+        apply while it aggregates (:func:`bias_relu_dropout_mean`)."""
+        pending = None if torch.is_tensor(x) else x[1]
+        h = x if pending is None else x[0]
+        nd = h.shape[0] if num_dst is None else num_dst
+        conv = self.convs[i]
+        if self._fast(i, h):
             # SAGEConv's lin_l(mean) + lin_r(root) as one sparse product giving [mean | root]
             # row by row (see mean_adjacency) and one dense product with [W_l | W_r]
-            adj = mean_adjacency(edge_index, nd, x.shape[0], x.dtype, with_root=True)
-            both = csr_mean(adj, x).view(nd, 2 * x.shape[1])
+            adj = mean_adjacency(edge_index, nd, h.shape[0], h.dtype, with_root=True)
+            if pending is None:
+                both = csr_mean(adj, h)
+            else:
+                both = bias_relu_dropout_mean(h, pending, adj, p=self.dropout, training=self.training)
+            both = both.view(nd, 2 * h.shape[1])
             w = torch.cat([conv.lin_l.weight, conv.lin_r.weight], 1)
             if i < self.num_layers - 1 and not conv.normalize:       # bias, relu, dropout in one pass
+                if defer and conv.lin_l.bias is not None:
+                    return both @ w.t(), conv.lin_l.bias
                 return bias_relu_dropout(both @ w.t(), conv.lin_l.bias, p=self.dropout, training=self.training)
             x = both @ w.t() if conv.lin_l.bias is None else torch.addmm(conv.lin_l.bias, both, w.t())
             if conv.normalize:
                 x = F.normalize(x, p=2.0, dim=-1)
         else:
-            x = conv((x, x[:nd]), mean_adjacency(edge_index, nd, x.shape[0], x.dtype))
+            if pending is not None:
+                h = bias_relu_dropout(h, pending, p=self.dropout, training=self.training)
+            x = conv((h, h[:nd]), mean_adjacency(edge_index, nd, h.shape[0], h.dtype))
         if i < self.num_layers - 1:
             x = relu_dropout(x, p=self.dropout, training=self.training)
         return x
@@ -59,7 +80,7 @@ class SAGE(nn.Module):
         rows.  Without them: full-graph layers."""
         if num_sampled_nodes is None:
             for i in range(self.num_layers):
-                x = self.layer(i, x, edge_index)
+                x = self._layer(i, x, edge_index, defer=i + 1 < self.num_layers)
             return x
         L = self.num_layers
         ncum = [0]
@@ -70,7 +91,9 @@ class SAGE(nn.Module):
             ecum.append(ecum[-1] + int(c))
         for i in range(L):
             hops = L - i
-            if x.shape[0] != ncum[hops + 1]:      # (a slice's backward costs a zero-filled copy)
-                x = x[: ncum[hops + 1]]
-            x = self.layer(i, x, edge_index[:, : ecum[hops]], num_dst=ncum[hops])
+            h = x if torch.is_tensor(x) else x[0]
+            if h.shape[0] != ncum[hops + 1]:      # (a slice's backward costs a zero-filled copy)
+                h = h[: ncum[hops + 1]]
+                x = h if torch.is_tensor(x) else (h, x[1])
+            x = self._layer(i, x, edge_index[:, : ecum[hops]], num_dst=ncum[hops], defer=i + 1 < L)
         return x
