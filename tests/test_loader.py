@@ -88,6 +88,11 @@ def test_node_loader_batches_are_the_same_on_every_path(graph):
         o.check_edges(b.n_id[b.edge_index[0]], b.n_id[b.edge_index[1]], b.e_id)
     second = runs["inline"][len(first):]
     assert not all(torch.equal(a.seeds, b.seeds) for a, b in zip(first, second))
+    L = DistNodeDataLoader(g, nids, NeighborSampler([4, 2]), batch_size=100, shuffle=True, seed=11, mode="thread",
+                           labels="seeds")                         # the seeds' labels only, same batches
+    for a, b in zip(first, L):
+        assert torch.equal(a.x, b.x) and len(b.y) == b.batch_size < len(b.n_id)
+        assert np.array_equal(b.y.numpy(), o.label[b.seeds.numpy()])
 
 
 def test_loader_resumes_at_the_step_it_stopped(graph):
@@ -184,6 +189,8 @@ def test_loader_bad_input(graph):
         DistNodeDataLoader(g, [1], s, batch_size=2, mode="samplers")
     with pytest.raises(InputError, match="'nope' is not a node feature"):
         DistNodeDataLoader(g, [1], s, batch_size=2, feat="nope")
+    with pytest.raises(InputError, match="labels must be 'all' or 'seeds'"):
+        DistNodeDataLoader(g, [1], s, batch_size=2, labels="some")
     with pytest.raises(InputError, match="needs reverse_eids"):
         DistEdgeDataLoader(g, [1], s, batch_size=2, exclude="reverse_id")
     with pytest.raises(InputError, match="exclude must be"):

@@ -87,13 +87,17 @@ class MiniBatch:
         return self.num_sampled_edges
 
     def fetch_features(self, g, feat: str | None = "feat", label: str | None = "label",
-                       device=None) -> "MiniBatch":
+                       device=None, label_rows: str = "all") -> "MiniBatch":
         """Gather ``x = g.ndata[feat][n_id]`` and ``y = g.ndata[label][n_id]`` (one
-        one-sided read per owner each; None skips one).  ``device``: assemble them in
+        one-sided read per owner each; None skips one).  ``label_rows="seeds"``: ``y``
+        holds the seeds' labels only (``n_id[:batch_size]``, all a node classifier
+        reads; the other nodes' labels are never read).  ``device``: assemble them in
         that device's memory (``DistTensor.gather_to``: a cache on that device serves
         its rows there).  Returns ``self``."""
         from ..errors import InputError
 
+        if label_rows not in ("all", "seeds"):
+            raise InputError(f"MiniBatch.fetch_features: label_rows must be 'all' or 'seeds', got {label_rows!r}")
         for name in (feat, label):
             if name is not None and name not in g.ndata:
                 raise InputError(f"MiniBatch.fetch_features: {name!r} is not a node feature of graph "
@@ -113,7 +117,7 @@ class MiniBatch:
             else:
                 self.x = _gather_features(g.ndata[feat], ids)
         if label is not None:
-            self.y = _as_tensor(g.ndata[label][ids])
+            self.y = _as_tensor(g.ndata[label][ids if label_rows == "all" else ids[: self.batch_size]])
             if device is not None:
                 self.y = self.y.to(device)
         return self

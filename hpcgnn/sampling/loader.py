@@ -51,6 +51,7 @@ class NodeTask:
     label: str | None
     cache_bytes: int = 0
     device: str | None = None
+    label_rows: str = "all"
 
     def make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
@@ -59,7 +60,7 @@ class NodeTask:
         b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
         t1 = time.perf_counter()
         if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label, device=self.device)
+            b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         return b
 
@@ -312,17 +313,24 @@ class DistNodeDataLoader(_Loader):
     sampler rank), up to that many bytes (:mod:`hpcgnn.graph.cache`).  ``device``
     (e.g. ``"cuda:0"``): ``x``/``y`` are assembled in that device's memory and the
     cache lives there (inline and thread modes; batches from sampler ranks arrive in
-    host memory).  Collective over the trainers.  Every trainer gets ``len(loader)`` batches per epoch (see
-    :mod:`hpcgnn.sampling.plan`).
+    host memory).  ``labels``: ``"all"`` (``y`` of every sampled node, as PyG's
+    ``NeighborLoader``) or ``"seeds"`` (``y`` of the seeds only, ``batch_size`` rows:
+    all a node classifier reads, and the other labels are never fetched).
+    Collective over the trainers.  Every trainer gets ``len(loader)`` batches per
+    epoch (see :mod:`hpcgnn.sampling.plan`).
     """
 
     def __init__(self, g, nids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  *, seed: int | None = None, prefetch: int = 2, mode: str = "auto",
-                 feat: str | None = "feat", label: str | None = "label", cache_bytes: int = 0, device=None):
+                 feat: str | None = "feat", label: str | None = "label", cache_bytes: int = 0, device=None,
+                 labels: str = "all"):
         _check_features(g, feat, label, "DistNodeDataLoader")
+        with agreed(g.context.trainer_comm):
+            if labels not in ("all", "seeds"):
+                raise InputError(f"DistNodeDataLoader: labels must be 'all' or 'seeds', got {labels!r}")
         dev = None if device is None else str(torch.device(device))
         super().__init__(g, nids, batch_size, shuffle, drop_last, seed, prefetch, mode, "DistNodeDataLoader",
-                         lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes), dev))
+                         lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes), dev, labels))
 
 
 class DistEdgeDataLoader(_Loader):

@@ -110,11 +110,12 @@ def run(cfg: TrainConfig) -> dict | None:
     on_gpu = device if device.type == "cuda" else None     # batches (and the cache) assembled on the GPU
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
                                       seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
-                                      cache_bytes=cfg.cache_bytes, device=on_gpu)
+                                      cache_bytes=cfg.cache_bytes, device=on_gpu, labels="seeds")
     with LOCK:
         every_trainer_has_val = tc.allreduce(int(len(val_ids) > 0), op=MPI.MIN) == 1
     val_loader = DistNodeDataLoader(g, val_ids, sampler, cfg.batch_size, seed=cfg.seed + 1,
-                                    prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label, device=on_gpu) \
+                                    prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label, device=on_gpu,
+                                    labels="seeds") \
         if every_trainer_has_val else None      # else validation comes from the final inference only
     meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
             "model": json.dumps({"dims": model.dims, "kind": "SAGE"}), "fanouts": json.dumps(cfg.fanouts),
