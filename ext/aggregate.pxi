@@ -9,6 +9,28 @@ cdef extern from "aggregate.h" nogil:
     int hpcgnn_csr_mean_backward_act(const int64_t *indptr, const int64_t *indices, int64_t nrows,
                                      const float *grad_out, int64_t dim, const float *act, float scale,
                                      float *grad_x, double *bias_grad, int64_t n_src, int nthreads)
+    int hpcgnn_build_csr(const int64_t *src, const int64_t *dst, int64_t num_edges, int64_t num_dst,
+                         int64_t num_src, int with_root, int64_t *indptr, int64_t *cols)
+
+
+def build_csr(const int64_t[::1] src, const int64_t[::1] dst, int64_t num_dst, int64_t num_src, bint with_root,
+              int64_t[::1] indptr, int64_t[::1] cols):
+    """Fill ``indptr``/``cols`` with the CSR of edges ``src -> dst`` sorted by ``dst``
+    (see ext/src/aggregate.h; ``with_root``: interleaved root rows).  Returns 0, -1
+    (a destination outside ``[0, num_dst)`` or not sorted) or -2 (a source outside
+    ``[0, num_src)``)."""
+    cdef int64_t E = src.shape[0]
+    cdef int rows = 2 if with_root else 1
+    cdef int rc
+    if dst.shape[0] != E or indptr.shape[0] != rows * num_dst + 1 or cols.shape[0] != E + (num_dst if with_root else 0):
+        raise ValueError(f"build_csr: {E} sources, {dst.shape[0]} destinations, indptr of {indptr.shape[0]} "
+                         f"and cols of {cols.shape[0]} entries for {num_dst} rows")
+    if num_dst < 0 or num_src < 0:
+        raise ValueError("build_csr: negative sizes")
+    with nogil:
+        rc = hpcgnn_build_csr(&src[0] if E else NULL, &dst[0] if E else NULL, E, num_dst, num_src, with_root,
+                              &indptr[0], &cols[0] if cols.shape[0] else NULL)
+    return rc
 
 
 cdef _check_csr(const int64_t[::1] indptr, const int64_t[::1] indices, int64_t nrows, int64_t n, str what):

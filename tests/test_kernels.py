@@ -142,6 +142,9 @@ def test_mean_adjacency_rejects_ids_out_of_range_and_follows_dtype():
         mean_adjacency(torch.tensor([[0, 100000], [0, 1]]), 2, 3)
     with pytest.raises(InputError, match="outside"):
         mean_adjacency(torch.tensor([[0, 1], [0, 5]]), 3, 3)
+    for bad in ([[0, 1], [-1, 0]], [[-1, 1], [0, 0]]):              # negative ids, either side
+        with pytest.raises(InputError, match="outside"):
+            mean_adjacency(torch.tensor(bad), 3, 3, with_root=True)
     ei = torch.tensor([[0, 1, 2], [0, 0, 1]])
     adj = mean_adjacency(ei, 2, 3, torch.float64)
     assert adj.dtype == torch.float64
@@ -303,3 +306,31 @@ def test_sage_training_step_defers_the_activation_with_the_same_numbers(full):
     assert torch.equal(out, h)
     for p1, p2 in zip(m.parameters(), m2.parameters()):
         assert torch.equal(p1.grad, p2.grad)
+
+
+@pytest.mark.parametrize("with_root", [False, True])
+def test_mean_adjacency_compiled_csr_equals_the_reference(with_root):
+    """The compiled one-pass CSR (edges sorted by destination) equals one built from
+    the edge list by PyTorch; unsorted edges take the sorting path and give the same
+    matrix; an empty edge list gives empty rows (each root row its own entry)."""
+    ei = _bipartite(12, 900, 400, 6000, True)
+    ref = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), torch.ones(ei.shape[1]), (400, 900),
+                                  check_invariants=True).coalesce()
+    adj = mean_adjacency(ei, 400, 900, with_root=with_root)
+    dense = adj.to_dense()
+    assert dense.shape == ((800 if with_root else 400), 900)
+    if with_root:
+        assert torch.equal(dense[1::2, :400], torch.eye(400)) and not dense[1::2, 400:].any()
+        dense = dense[0::2]
+    assert torch.equal(dense, ref.to_dense())
+    perm = torch.randperm(ei.shape[1], generator=torch.Generator().manual_seed(1))
+    unsorted = mean_adjacency(ei[:, perm], 400, 900, with_root=with_root)
+    assert torch.equal(unsorted.to_dense(), adj.to_dense())
+    x = torch.randn(900, 7)
+    assert torch.allclose(csr_mean(unsorted, x), csr_mean(adj, x), atol=1e-6)
+    empty = mean_adjacency(torch.zeros(2, 0, dtype=torch.int64), 5, 9, with_root=with_root)
+    if with_root:
+        assert empty.crow_indices().tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5]
+        assert empty.col_indices().tolist() == [0, 1, 2, 3, 4]
+    else:
+        assert empty.crow_indices().tolist() == [0] * 6 and empty.col_indices().numel() == 0

@@ -158,3 +158,27 @@ int hpcgnn_csr_mean_backward(const int64_t *indptr, const int64_t *indices, int6
     return hpcgnn_csr_mean_backward_act(indptr, indices, nrows, grad_out, dim, NULL, 1.0f, grad_x, NULL, n_src,
                                         nthreads);
 }
+
+int hpcgnn_build_csr(const int64_t *src, const int64_t *dst, int64_t num_edges, int64_t num_dst, int64_t num_src,
+                     int with_root, int64_t *indptr, int64_t *cols)
+{
+    for (int64_t e = 0; e < num_edges; ++e)
+        if (src[e] < 0 || src[e] >= num_src) return -2;
+    const int64_t step = with_root ? 2 : 1;
+    int64_t e = 0;
+    for (int64_t d = 0; d < num_dst; ++d) {
+        const int64_t shift = with_root ? d : 0;       /* root entries placed before this row's */
+        indptr[step * d] = e + shift;
+        while (e < num_edges && dst[e] == d) {
+            cols[e + shift] = src[e];
+            ++e;
+        }
+        if (with_root) {
+            indptr[2 * d + 1] = e + d;
+            cols[e + d] = d;
+        }
+    }
+    indptr[step * num_dst] = e + (with_root ? num_dst : 0);
+    return e == num_edges ? 0 : -1;         /* an id outside [0, num_dst), or out of order */
+}
+

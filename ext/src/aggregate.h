@@ -28,4 +28,14 @@ int hpcgnn_csr_mean_backward_act(const int64_t *indptr, const int64_t *indices, 
                                  const float *grad_out, int64_t dim, const float *act, float scale, float *grad_x,
                                  double *bias_grad, int64_t n_src, int nthreads);
 
+/* The CSR of a bipartite edge list sorted by destination (src[e] -> dst[e]): rows
+ * d < num_dst, the sources of row d in edge order.  with_root: 2 * num_dst rows,
+ * row 2d the sources of d and row 2d + 1 the single entry d (see
+ * hpcgnn.train.kernels.mean_adjacency).  indptr: rows + 1 entries, cols: num_edges
+ * (+ num_dst with_root).  Returns 0; -2 when a source is outside [0, num_src); -1
+ * when a destination is outside [0, num_dst) or dst is not sorted (indptr, cols
+ * then unusable). */
+int hpcgnn_build_csr(const int64_t *src, const int64_t *dst, int64_t num_edges, int64_t num_dst, int64_t num_src,
+                     int with_root, int64_t *indptr, int64_t *cols);
+
 #endif

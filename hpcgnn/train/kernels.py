@@ -148,6 +148,17 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
     zero-filled, full-size gradient and a full-size sum in the backward pass)."""
     if edge_index.device.type != "cpu":
         return edge_index
+    if with_root and num_dst > num_src:
+        raise InputError(f"mean_adjacency: with_root needs num_dst <= num_src, got {num_dst} > {num_src}")
+    if edge_index.dtype == torch.int64:          # one compiled pass (edges sorted by destination)
+        src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
+        rows = 2 * num_dst if with_root else num_dst
+        indptr = torch.empty(rows + 1, dtype=torch.int64)
+        cols = torch.empty(src.numel() + (num_dst if with_root else 0), dtype=torch.int64)
+        rc = _ext.build_csr(src.numpy(), dst.numpy(), num_dst, num_src, with_root, indptr.numpy(), cols.numpy())
+        if rc == 0:
+            return _csr(indptr, cols, rows, num_src, dtype)
+        # else: out of range (raised below) or not sorted by destination (sorted below)
     src, dst = edge_index[0], edge_index[1]
     if src.numel():
         (slo, shi), (dlo, dhi) = torch.aminmax(src), torch.aminmax(dst)
@@ -163,8 +174,6 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
     indptr[0] = 0
     torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=indptr[1:])
     if with_root:
-        if num_dst > num_src:
-            raise InputError(f"mean_adjacency: with_root needs num_dst <= num_src, got {num_dst} > {num_src}")
         rows = 2 * num_dst
         d = torch.arange(num_dst, dtype=torch.int64)
         cols = torch.empty(E + num_dst, dtype=torch.int64)
@@ -176,10 +185,14 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
         inter[:-1].view(num_dst, 2)[:, 1] = indptr[1:] + d
         inter[-1] = E + num_dst
         indptr, src = inter, cols
+    return _csr(indptr, src.contiguous(), rows, num_src, dtype)
+
+
+def _csr(indptr, cols, rows: int, cols_n: int, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # "sparse CSR support is in beta"
-        return torch.sparse_csr_tensor(indptr, src.contiguous(), torch.ones(src.numel(), dtype=dtype),
-                                       size=(rows, num_src), check_invariants=False)
+        return torch.sparse_csr_tensor(indptr, cols, torch.ones(cols.numel(), dtype=dtype),
+                                       size=(rows, cols_n), check_invariants=False)
 
 
 class _CsrMean(torch.autograd.Function):
