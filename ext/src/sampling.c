@@ -268,8 +268,9 @@ static int grow(hpcgnn_relabel_t *r) {
 #define RELABEL_PREFETCH 16
 
 int hpcgnn_relabel_map(hpcgnn_relabel_t *r, const int64_t *ids, int64_t n, int64_t *local) {
-    /* worst case every id is new: grow the table and the node list once, up front */
-    while (2 * (r->n + n) > r->cap) if (grow(r)) return -1;
+    /* the node list for the worst case (every id new) up front; the table grows when
+     * an insertion would fill it past half (sizing it for the worst case doubled
+     * the memory every probe and every reset touch) */
     if (r->n + n > r->nodes_cap) {
         int64_t nc = r->nodes_cap;
         while (nc < r->n + n) nc *= 2;
@@ -288,7 +289,17 @@ int hpcgnn_relabel_map(hpcgnn_relabel_t *r, const int64_t *ids, int64_t n, int64
         for (;;) {
             int64_t k = slots[2 * h];
             if (k == x) { local[i] = slots[2 * h + 1]; break; }
-            if (k < 0) { slots[2 * h] = x; slots[2 * h + 1] = m; nodes[m] = x; local[i] = m++; break; }
+            if (k < 0) {
+                if (2 * (m + 1) > r->cap) {          /* full past half: grow, then probe again */
+                    r->n = m;
+                    if (grow(r)) return -1;
+                    slots = r->slots; mask = (uint64_t)r->cap - 1;
+                    h = hash64((uint64_t)x) & mask;
+                    continue;
+                }
+                slots[2 * h] = x; slots[2 * h + 1] = m; nodes[m] = x; local[i] = m++;
+                break;
+            }
             h = (h + 1) & mask;
         }
     }
