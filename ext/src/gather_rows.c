@@ -14,6 +14,24 @@ static inline void prefetch_row(const char *p, int64_t row_bytes)
         __builtin_prefetch(p + b, 0, 3);
 }
 
+/* One row: rows of 8 and 16 bytes (graph structure: edge endpoints, CSR ranges)
+ * and whole cache lines copied inline, the rest by memcpy.  In a C harness timing
+ * both interleaved (minimum of 200): 127k random 8-byte rows 1.27 -> 1.05 ms, 33k
+ * 256-byte rows 1.26 -> 1.21 ms against a memcpy call per row; larger blocks for
+ * small rows (16-64) were slower. */
+static inline void copy_row(char *restrict d, const char *restrict s, int64_t row_bytes)
+{
+    if (row_bytes == 8) {
+        __builtin_memcpy(d, s, 8);
+    } else if (row_bytes == 16) {
+        __builtin_memcpy(d, s, 16);
+    } else if ((row_bytes & 63) == 0 && row_bytes <= 1024) {
+        for (int64_t b = 0; b < row_bytes; b += 64) __builtin_memcpy(d + b, s + b, 64);
+    } else {
+        memcpy(d, s, (size_t)row_bytes);
+    }
+}
+
 /* Range index of id: bounds[k] <= id < bounds[k+1]; k_hint first (ids cluster). */
 static inline int find_range(const int64_t *bounds, int K, int64_t id, int k_hint)
 {
@@ -64,14 +82,14 @@ int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, in
             if (cache_n) {
                 int64_t c = find_cached(cache_ids, cache_n, ids[i]);
                 if (c >= 0) {
-                    memcpy(dst + i * row_bytes, cache_rows + c * row_bytes, (size_t)row_bytes);
+                    copy_row(dst + i * row_bytes, cache_rows + c * row_bytes, row_bytes);
                     range_of[i] = -2;
                     continue;
                 }
             }
             k = find_range(bounds, K, ids[i], k);
             if (bases[k]) {
-                memcpy(dst + i * row_bytes, bases[k] + (ids[i] - bounds[k]) * row_bytes, (size_t)row_bytes);
+                copy_row(dst + i * row_bytes, bases[k] + (ids[i] - bounds[k]) * row_bytes, row_bytes);
                 range_of[i] = -1;
             } else {
                 range_of[i] = k;
