@@ -262,6 +262,23 @@ def test_bias_relu_dropout_mean_equals_the_two_functions(threads, dim):
                            csr_mean(adj, F.relu(a + bias)))
 
 
+def test_bias_relu_dropout_mean_marks_the_product_written_over():
+    """The activation is written over the product: autograd knows (a backward that
+    needs the product's old values fails loudly instead of using the new ones)."""
+    from hpcgnn.train.kernels import bias_relu_dropout_mean
+
+    a, w, b = torch.randn(50, 8), torch.randn(8, 8, requires_grad=True), torch.randn(8, requires_grad=True)
+    ei = torch.stack([torch.randint(0, 50, (100,)), torch.sort(torch.randint(0, 20, (100,)))[0]])
+    adj = mean_adjacency(ei, 20, 50, with_root=True)
+    bias_relu_dropout_mean(a @ w, b, adj).sum().backward()        # alone: fine
+    assert w.grad is not None and b.grad is not None
+    h = a @ w
+    other = (h * h).sum()                                         # saves h for its backward
+    out = bias_relu_dropout_mean(h, b, adj)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        (out.sum() + other).backward()
+
+
 def test_csr_mean_backward_refuses_mismatched_activation():
     adj = mean_adjacency(_bipartite(2, 50, 20, 100, True), 20, 50)
     ip, ix = adj.crow_indices().numpy(), adj.col_indices().numpy()

@@ -217,22 +217,24 @@ class _CsrMean(torch.autograd.Function):
 
 class _BiasReluDropoutMean(torch.autograd.Function):
     """``csr_mean(adj, bias_relu_dropout(h, bias))``: the activation written over
-    ``h`` in place (nothing else reads it), and in the backward one pass per row of
-    ``h`` gives the gradients of ``h`` and ``bias`` (the mean's gradient, masked,
-    summed by columns) where the two functions apart make three passes."""
+    ``h`` in place (returned second, marked dirty: nothing may read ``h`` after),
+    and in the backward one pass per row of ``h`` gives the gradients of ``h`` and
+    ``bias`` (the mean's gradient, masked, summed by columns) where the two functions
+    apart make three passes."""
 
     @staticmethod
     def forward(ctx, h, bias, indptr, indices, nrows, p: float, seed: int):
-        act = h.detach()
-        ctx.scale = _ext.bias_relu_dropout(act.numpy(), bias.detach().contiguous().numpy(), p, seed)
-        out = torch.empty(nrows, act.shape[1], dtype=torch.float32)
-        _ext.csr_mean(indptr.numpy(), indices.numpy(), act.numpy(), out.numpy(), torch.get_num_threads())
-        ctx.save_for_backward(indptr, indices, h)      # h now holds the activation
-        return out
+        ctx.scale = _ext.bias_relu_dropout(h.detach().numpy(), bias.detach().contiguous().numpy(), p, seed)
+        out = torch.empty(nrows, h.shape[1], dtype=torch.float32)
+        _ext.csr_mean(indptr.numpy(), indices.numpy(), h.detach().numpy(), out.numpy(), torch.get_num_threads())
+        ctx.mark_dirty(h)
+        ctx.mark_non_differentiable(h)
+        ctx.save_for_backward(indptr, indices, h)
+        return out, h
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad):
+    def backward(ctx, grad, _unused):
         indptr, indices, act = ctx.saved_tensors
         gin = torch.empty_like(act)
         gb = torch.empty(act.shape[1], dtype=torch.float64)
@@ -252,7 +254,8 @@ def bias_relu_dropout_mean(h: torch.Tensor, bias: torch.Tensor | None, adj: torc
             or (h.is_leaf and h.requires_grad) or adj.layout != torch.sparse_csr:
         return csr_mean(adj, bias_relu_dropout(h, bias, p, training))
     seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
-    return _BiasReluDropoutMean.apply(h, bias, adj.crow_indices(), adj.col_indices(), adj.shape[0], float(p), seed)
+    return _BiasReluDropoutMean.apply(h, bias, adj.crow_indices(), adj.col_indices(), adj.shape[0], float(p),
+                                      seed)[0]
 
 
 def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
