@@ -262,10 +262,10 @@ def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``torch.sparse.mm(adj, x, "mean")`` for a CSR ``adj`` from
     :func:`mean_adjacency` and a float32 CPU ``x``, in the compiled kernels of
     ``ext/src/aggregate.c``: the forward prefetches the randomly placed source rows,
-    the backward (when ``x`` needs a gradient) scatters into one zeroed buffer
-    (PyTorch's sparse product: 1.3-1.4x as long for each on a first and second SAGE
-    layer, and its backward sorts, zero-fills and copies).  Anything else goes to
-    PyTorch."""
+    the backward (when ``x`` needs a gradient) gathers along the transposed pattern,
+    writing each gradient row once (PyTorch's sparse product: 1.3-1.4x as long
+    forward on a first and second SAGE layer, and its backward sorts, zero-fills and
+    copies).  Anything else goes to PyTorch."""
     if x.dtype != torch.float32 or x.device.type != "cpu" or adj.layout != torch.sparse_csr:
         return torch.sparse.mm(adj, x, "mean")
     return _CsrMean.apply(x.contiguous(), adj.crow_indices(), adj.col_indices(), adj.shape[0])
