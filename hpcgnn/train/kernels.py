@@ -27,6 +27,12 @@ from .. import _ext
 from ..errors import InputError
 
 
+def _draw_seed() -> int:
+    """A kernel seed from PyTorch's generator (so torch.manual_seed and saved RNG
+    states reproduce the masks)."""
+    return int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+
+
 class _Masked(torch.autograd.Function):
     """A dropout's backward: ``ctx.grad_kernel(grad, saved, scale, out)`` on flat
     float32 buffers (saved: the mask, or the forward output for relu+dropout)."""
@@ -63,7 +69,7 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
         return x
     if x.device.type != "cpu" or x.dtype != torch.float32 or not 0.0 < p < 1.0:
         return F.dropout(x, p=p, training=True)
-    seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+    seed = _draw_seed()
     return _Dropout.apply(x, float(p), seed)
 
 
@@ -86,7 +92,7 @@ def relu_dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torc
         return F.relu(x)
     if x.device.type != "cpu" or x.dtype != torch.float32 or not 0.0 < p < 1.0:
         return F.dropout(F.relu(x), p=p, training=True)
-    seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+    seed = _draw_seed()
     return _ReluDropout.apply(x, float(p), seed)
 
 
@@ -112,6 +118,15 @@ class _BiasReluDropout(torch.autograd.Function):
         return gin, gb.to(torch.float32), None, None
 
 
+def _writable_activation(h: torch.Tensor, bias: torch.Tensor, p: float, training: bool) -> bool:
+    """Whether the compiled bias+relu+dropout may run over ``h`` in place: training,
+    0 < p < 1, float32 CPU matrices, ``h`` contiguous and not a leaf needing a
+    gradient (a leaf cannot be written in place)."""
+    return training and 0.0 < p < 1.0 and h.device.type == "cpu" and h.dtype == torch.float32 \
+        and h.dim() == 2 and h.is_contiguous() and bias.dtype == torch.float32 \
+        and not (h.is_leaf and h.requires_grad)
+
+
 def bias_relu_dropout(h: torch.Tensor, bias: torch.Tensor | None, p: float = 0.5,
                       training: bool = True) -> torch.Tensor:
     """``relu_dropout(h + bias, p, training)``; for a contiguous float32 CPU ``h``
@@ -121,11 +136,9 @@ def bias_relu_dropout(h: torch.Tensor, bias: torch.Tensor | None, p: float = 0.5
     gradient).  The same mask :func:`relu_dropout` draws."""
     if bias is None:
         return relu_dropout(h, p, training)
-    if not training or p == 0.0 or h.device.type != "cpu" or h.dtype != torch.float32 or h.dim() != 2 \
-            or not h.is_contiguous() or not 0.0 < p < 1.0 or bias.dtype != torch.float32 \
-            or (h.is_leaf and h.requires_grad):             # (a leaf cannot be written in place)
+    if not _writable_activation(h, bias, p, training):
         return relu_dropout(h + bias, p, training)
-    seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+    seed = _draw_seed()
     return _BiasReluDropout.apply(h, bias, float(p), seed)
 
 
@@ -249,11 +262,9 @@ def bias_relu_dropout_mean(h: torch.Tensor, bias: torch.Tensor | None, adj: torc
     with the activation's backward folded into the mean's: for a float32 CPU ``h``
     that nothing else reads (a matrix product's fresh output, which is overwritten)
     and a CSR ``adj`` from :func:`mean_adjacency`.  Else the two functions."""
-    if bias is None or not training or p == 0.0 or h.device.type != "cpu" or h.dtype != torch.float32 \
-            or h.dim() != 2 or not h.is_contiguous() or not 0.0 < p < 1.0 or bias.dtype != torch.float32 \
-            or (h.is_leaf and h.requires_grad) or adj.layout != torch.sparse_csr:
+    if bias is None or adj.layout != torch.sparse_csr or not _writable_activation(h, bias, p, training):
         return csr_mean(adj, bias_relu_dropout(h, bias, p, training))
-    seed = int(torch.randint(0, 2**62, (1,), dtype=torch.int64).item())
+    seed = _draw_seed()
     return _BiasReluDropoutMean.apply(h, bias, adj.crow_indices(), adj.col_indices(), adj.shape[0], float(p),
                                       seed)[0]
 
