@@ -1,5 +1,6 @@
 /* See aggregate.h. */
 #include "aggregate.h"
+#include "colsums.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -106,14 +107,13 @@ CLONES static void gather_rows_back(const int64_t *tptr, const int64_t *trow, co
     }
 }
 
-enum { SUM = 128 };       /* rows per float partial sum of the bias gradient */
+enum { SUM = HPCGNN_SUM_ROWS };   /* rows per float partial sum of the bias gradient (colsums.h) */
 
 /* columns sums of rows [s0, s1) of g into part (float, in row order) */
 CLONES static void col_sums(const float *restrict g, int64_t s0, int64_t s1, int64_t dim, float *restrict part)
 {
     for (int64_t j = 0; j < dim; ++j) part[j] = 0.0f;
-    for (int64_t s = s0; s < s1; ++s)
-        for (int64_t j = 0; j < dim; ++j) part[j] += g[s * dim + j];
+    hpcgnn_add_rows(part, g, s0, s1, dim, dim);
 }
 
 int hpcgnn_csr_mean_backward_act(const int64_t *indptr, const int64_t *indices, int64_t nrows,

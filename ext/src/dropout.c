@@ -1,5 +1,6 @@
 #include <string.h>
 #include "dropout.h"
+#include "colsums.h"
 
 static inline uint64_t mix64(uint64_t z)
 {
@@ -118,11 +119,12 @@ CLONES void hpcgnn_bias_relu_dropout(float *x, const float *bias, int64_t rows, 
 CLONES void hpcgnn_relu_dropout_grad_bias(const float *restrict grad, const float *restrict out, float scale,
                                           float *restrict grad_in, int64_t rows, int64_t dim, double *restrict acc)
 {
-    /* column sums in float over blocks of SUM rows, added into double.  Per block of
-     * ROWS rows: the gradient first (one streaming loop), then its column sums read
-     * back from cache - one loop doing both ran at half the speed (its float sums
-     * were kept in memory between the loads and the stores of every row). */
-    enum { COLS = 512, ROWS = 32, SUM = 128 };
+    /* column sums as colsums.h says.  Per block of ROWS rows: the gradient first
+     * (one streaming loop), then its column sums read back from cache - one loop
+     * doing both ran at half the speed (its float sums were kept in memory between
+     * the loads and the stores of every row). */
+    enum { COLS = 512, ROWS = 32, SUM = HPCGNN_SUM_ROWS };
+    _Static_assert(SUM % ROWS == 0, "a block of the sums must be whole blocks of ROWS rows");
     float part[COLS];
     memset(acc, 0, (size_t)dim * sizeof(double));
     for (int64_t c0 = 0; c0 < dim; c0 += COLS) {
@@ -136,10 +138,7 @@ CLONES void hpcgnn_relu_dropout_grad_bias(const float *restrict grad, const floa
                 for (int64_t c = 0; c < w; ++c)
                     gi[c] = bitsf(fbits(g[c] * scale) & -(uint32_t)((int32_t)fbits(o[c]) > 0));
             }
-            for (int64_t row = r0; row < r1; ++row) {
-                const float *gi = grad_in + row * dim + c0;
-                for (int64_t c = 0; c < w; ++c) part[c] += gi[c];
-            }
+            hpcgnn_add_rows(part, grad_in + c0, r0, r1, dim, w);
             if (r1 % SUM == 0 || r1 == rows) {
                 for (int64_t c = 0; c < w; ++c) acc[c0 + c] += part[c];
                 memset(part, 0, sizeof(part));
