@@ -72,7 +72,8 @@ def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_di
     cmd = [*launcher, sys.executable, "-m", "hpcgnn", "train", "--part-config", cfg, "--layout", layout,
            "--epoch-steps", str(epoch_steps),
            "--epochs", str(a.epochs), "--batch-size", str(a.batch), "--fanouts", a.fanouts, "--hidden",
-           str(a.hidden), "--lr", "0.003", "--run-dir", run_dir, "--eval-every", "0", "--progress", "off"]
+           str(a.hidden), "--lr", "0.003", "--run-dir", run_dir, "--eval-every", "0", "--progress", "off",
+           "--feature-rows", a.feature_rows]
     if rpn:
         cmd += ["--ranks-per-node", rpn]
     res = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
@@ -109,6 +110,8 @@ def main():
     ap.add_argument("--epoch-steps", type=int, default=0,
                     help="steps per epoch of the distributed run (the single process runs trainers x as many "
                          "steps: the same seeds); 0: full passes")
+    ap.add_argument("--feature-rows", default="auto", choices=("auto", "copy", "refs"),
+                    help="hpcgnn train's feature_rows for both runs")
     ap.add_argument("--pairs", type=int, default=1,
                     help="run distributed and single this many times, alternating (this machine's speed drifts "
                          "between runs); the ratio and the step time are medians over the pairs, the "
@@ -130,7 +133,7 @@ def main():
     out = {"bench": "train", "graph": {"config": os.path.abspath(cfg), "nodes": n}, "epochs": a.epochs,
            "epoch_steps": a.epoch_steps or "full",
            "settings": {"hidden": a.hidden, "fanouts": a.fanouts, "batch": a.batch, "layout": a.layout,
-                        "ranks": a.np},
+                        "feature_rows": a.feature_rows, "ranks": a.np},
            "distributed": dist, "single": single,
            "distributed_over_single": round(statistics.median(ratios), 3),
            "distributed_over_single_per_pair": [round(r, 3) for r in ratios],

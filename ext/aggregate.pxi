@@ -1,11 +1,13 @@
 # Mean aggregation along a CSR adjacency for a first GNN layer (hpcgnn.train.kernels).
 # See ext/src/aggregate.h.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uintptr_t
 
 
 cdef extern from "aggregate.h" nogil:
     void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x,
                          int64_t dim, float *out, int nthreads)
+    void hpcgnn_csr_mean_rows(const int64_t *indptr, const int64_t *indices, int64_t nrows, const uintptr_t *rows,
+                              int64_t dim, float *out, int nthreads)
     int hpcgnn_csr_mean_backward_act(const int64_t *indptr, const int64_t *indices, int64_t nrows,
                                      const float *grad_out, int64_t dim, const float *act, float scale,
                                      float *grad_x, double *bias_grad, int64_t n_src, int nthreads)
@@ -75,6 +77,34 @@ def csr_mean(const int64_t[::1] indptr, const int64_t[::1] indices, const float[
         return
     with nogil:
         hpcgnn_csr_mean(&indptr[0], &indices[0], nrows, &x[0, 0], dim, &out[0, 0], nthreads)
+
+
+def csr_mean_rows(const int64_t[::1] indptr, const int64_t[::1] indices, const uintptr_t[::1] rows,
+                  float[:, ::1] out, int nthreads=1):
+    """:func:`csr_mean` with ``x``'s rows anywhere in memory: source row ``s`` is the
+    ``out.shape[1]`` float32 values at address ``rows[s]``, which the caller keeps
+    alive and readable.  The same checks as :func:`csr_mean` against ``len(rows)``,
+    and no address may be 0; raises ValueError otherwise."""
+    cdef int64_t nrows = out.shape[0], dim = out.shape[1], n = rows.shape[0], m, i
+    if indptr.shape[0] != nrows + 1:
+        raise ValueError(f"csr_mean_rows: indptr has {indptr.shape[0]} entries for {nrows} rows")
+    _check_csr(indptr, indices, nrows, n, "csr_mean_rows")
+    with nogil:
+        for i in range(n):
+            if rows[i] == 0:
+                break
+        else:
+            i = -1
+    if i >= 0:
+        raise ValueError(f"csr_mean_rows: source row {i} has no address")
+    m = indices.shape[0]
+    if nrows == 0:
+        return
+    if m == 0 or dim == 0:
+        out[:, :] = 0
+        return
+    with nogil:
+        hpcgnn_csr_mean_rows(&indptr[0], &indices[0], nrows, &rows[0], dim, &out[0, 0], nthreads)
 
 
 def csr_mean_backward(const int64_t[::1] indptr, const int64_t[::1] indices, const float[:, ::1] grad_out,

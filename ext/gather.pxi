@@ -38,6 +38,10 @@ cdef extern from "gather_rows.h" nogil:
     int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
                                  const int64_t *ids, int64_t n, char *dst, int32_t *range_of,
                                  const int64_t *cache_ids, int64_t cache_n, const char *cache_rows)
+    void hpcgnn_gather_addresses(const uintptr_t *addr, int64_t n, int64_t row_bytes, char *dst)
+    int64_t hpcgnn_row_addresses(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
+                                 const int64_t *ids, int64_t n, uintptr_t *addr, int32_t *range_of,
+                                 const int64_t *cache_ids, int64_t cache_n, const char *cache_rows)
 
 
 def gather_ranges(const uintptr_t[::1] bases, const int64_t[::1] bounds, const int64_t[::1] ids, dst,
@@ -75,3 +79,56 @@ def gather_ranges(const uintptr_t[::1] bases, const int64_t[::1] bounds, const i
         left = hpcgnn_gather_ranges(<const char *const *>&bases[0], &bounds[0], K, rb, &ids[0], n,
                                     <char *>&d[0, 0], &range_of[0], cid_p, cn, crow_p)
     return left
+
+
+def row_addresses(const uintptr_t[::1] bases, const int64_t[::1] bounds, int64_t row_bytes, const int64_t[::1] ids,
+                  uintptr_t[::1] addr, int32_t[::1] range_of, cache_ids=None, cache_rows=None):
+    """:func:`gather_ranges` without the copy: ``addr[i]`` = the address of row
+    ``ids[i]`` (``row_bytes`` each) in the cache or a readable range, else 0 with
+    ``range_of[i] = k``.  Returns the number of ids left.  Independent."""
+    cdef int64_t n = ids.shape[0]
+    cdef int K = <int>(bounds.shape[0] - 1)
+    if bases.shape[0] != K or range_of.shape[0] != n or addr.shape[0] != n:
+        raise ValueError("row_addresses: need one base per range and one addr / range_of entry per id")
+    if n == 0:
+        return 0
+    cdef const int64_t[::1] cid
+    cdef const unsigned char[:, ::1] crow
+    cdef const int64_t *cid_p = NULL
+    cdef const char *crow_p = NULL
+    cdef int64_t cn = 0
+    if cache_ids is not None and len(cache_ids):
+        cid = cache_ids
+        crow = cache_rows.reshape(cache_rows.shape[0], -1).view("u1")
+        if crow.shape[0] != cid.shape[0] or crow.shape[1] != row_bytes:
+            raise ValueError("row_addresses: cache_rows must hold one row of row_bytes per cache id")
+        cid_p = &cid[0]
+        crow_p = <const char *>&crow[0, 0]
+        cn = cid.shape[0]
+    cdef int64_t left
+    with nogil:
+        left = hpcgnn_row_addresses(<const char *const *>&bases[0], &bounds[0], K, row_bytes, &ids[0], n,
+                                    &addr[0], &range_of[0], cid_p, cn, crow_p)
+    return left
+
+
+def gather_addresses(const uintptr_t[::1] addr, dst):
+    """``dst[i]`` = the row at address ``addr[i]`` (``dst``'s row size; every address
+    readable and non-zero: ValueError for a 0).  The GIL is released."""
+    cdef unsigned char[:, ::1] d
+    cdef int64_t n = addr.shape[0], i
+    if dst.shape[0] != n:
+        raise ValueError(f"gather_addresses: {n} addresses for {dst.shape[0]} rows")
+    if n == 0 or dst.size == 0:
+        return
+    d = dst.reshape(n, -1).view("u1")
+    with nogil:
+        for i in range(n):
+            if addr[i] == 0:
+                break
+        else:
+            i = -1
+    if i >= 0:
+        raise ValueError(f"gather_addresses: row {i} has no address")
+    with nogil:
+        hpcgnn_gather_addresses(&addr[0], n, d.shape[1], <char *>&d[0, 0])

@@ -52,12 +52,16 @@ def test_row_cache(shared_tmp):
     assert len(c) == expect
     got = feat[ids]
     assert torch.equal(got, ref)                            # bitwise the same
+    hits = c.hits
+    assert torch.equal(feat.row_refs(ids).materialize(), ref)   # rows read in place: cache, shm, fetched
+    assert c.hits > hits or not len(c)                     # the cache served its rows
     from hpcgnn.comm.windows import RowStore
 
     saved = RowStore.direct_shm_reads                       # and with every remote read through MPI_Get
     RowStore.direct_shm_reads = False
     try:
         assert torch.equal(feat[ids], ref)
+        assert torch.equal(feat.row_refs(ids).materialize(), ref)
     finally:
         RowStore.direct_shm_reads = saved
     st = c.stats()

@@ -171,6 +171,8 @@ def test_config_rejects_unknown_keys_and_bad_values(tmp_path):
     assert cfg.epochs == 2 and cfg.fanouts == [5, 5] and cfg.num_layers == 2
     with pytest.raises(InputError, match="part_config is required"):
         parse_args([])
+    with pytest.raises(InputError, match="feature_rows must be auto, copy or refs"):
+        parse_args(["--part-config", "x.json", "--feature-rows", "views"])
 
 
 @pytest.mark.timeout(300)
@@ -192,16 +194,20 @@ def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
     """Server-client layout: 2 nodes of [server, sampler] hold the partitions and
     produce the batches, a third node holds both trainers; the same script, no code
     change, and - batches being a function of the settings only - bitwise the same
-    model as the co-located layout (so the same accuracy)."""
+    model as the co-located layout (so the same accuracy).  The co-located trainers
+    read their feature rows in place (``--feature-rows refs``), the sampler ranks
+    send copies: the same numbers."""
     _, cfg = small
-    common = ["--epochs", "2", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--progress", "off"]
+    common = ["--epochs", "2", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--progress", "off",
+              "--feature-rows", "refs"]
     here = _train(mpirun, cfg, tmp_path / "co", *common)
     assert here.returncode == 0, here.stdout + here.stderr
+    assert "features refs" in here.stdout
     args = [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "sep"), "--layout",
             "server_nodes=2,servers=1,samplers=1,trainers=2", "--ranks-per-node", "2", *common]
     sep = mpirun(6, args, timeout=300)
     assert sep.returncode == 0, sep.stdout + sep.stderr
-    assert "loader mode samplers" in sep.stdout
+    assert "loader mode samplers, features copy" in sep.stdout
     a, b = torch.load(tmp_path / "co" / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _final(here.stdout)["test_acc"] == _final(sep.stdout)["test_acc"]

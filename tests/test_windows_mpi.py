@@ -118,6 +118,33 @@ def test_gather_equals_global_array(rpn, shm):
 
 @pytest.mark.mpi(min_size=1)
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("rpn,shm", SETUPS)
+def test_addresses_point_at_the_rows_on_every_route(rpn, shm):
+    """Row addresses (rows read in place): shared memory where this rank maps the
+    range, a fetched buffer where only RMA reaches it; read back, they are the rows."""
+    from hpcgnn import _ext
+
+    ctx = _ctx(rpn)
+    st, full = _filled(ctx, "feat", 2003, (3,), np.float32, shm)
+    rng = np.random.default_rng(11 + world.Get_rank())
+    remote = [k for k in range(len(st._bounds) - 1) if not st._direct(k)]
+    for ids in (rng.integers(0, st.nrows, 5000), np.arange(st.nrows)[::-1].copy(), np.zeros(0, np.int64)):
+        addr, fetched = st.addresses(ids)
+        assert addr.dtype == np.uintp and len(addr) == len(ids) and (addr != 0).all()
+        got = np.empty((len(ids), 3), np.float32)
+        _ext.gather_addresses(addr, got)
+        np.testing.assert_array_equal(got, full[ids])
+        in_remote = np.isin(np.searchsorted(st._bounds, ids, side="right") - 1, remote)
+        assert (fetched is None) == (not in_remote.any())          # fetched: exactly the RMA-only rows
+        if fetched is not None:
+            assert len(fetched) == int(in_remote.sum())
+    with pytest.raises(ValueError, match="has no address"):
+        _ext.gather_addresses(np.zeros(2, np.uintp), np.empty((2, 3), np.float32))
+    ctx.finalize()
+
+
+@pytest.mark.mpi(min_size=1)
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("rpn,shm", SETUPS[1:3])
 def test_gather_other_dtypes_shapes_and_chunks(rpn, shm):
     ctx = _ctx(rpn)

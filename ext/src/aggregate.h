@@ -12,6 +12,12 @@
 void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x, int64_t dim,
                      float *out, int nthreads);
 
+/* The same with the source rows anywhere in memory: source row s is the dim floats
+ * at address rows[s] (e.g. a feature table's rows in node-shared memory, read in
+ * place instead of gathered into an x first).  Same sums in the same order. */
+void hpcgnn_csr_mean_rows(const int64_t *indptr, const int64_t *indices, int64_t nrows, const uintptr_t *rows,
+                          int64_t dim, float *out, int nthreads);
+
 /* Its gradient with respect to x:
  *   grad_x[s, :] = sum over the entries (r, s) of grad_out[r, :] / (entries of row r)
  * grad_x (n_src x dim) is overwritten.  The pattern is transposed first, so every

@@ -99,3 +99,41 @@ int64_t hpcgnn_gather_ranges(const char *const *bases, const int64_t *bounds, in
     }
     return other;
 }
+
+int64_t hpcgnn_row_addresses(const char *const *bases, const int64_t *bounds, int K, int64_t row_bytes,
+                             const int64_t *ids, int64_t n, uintptr_t *addr, int32_t *range_of,
+                             const int64_t *cache_ids, int64_t cache_n, const char *cache_rows)
+{
+    int64_t other = 0;
+    int k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (cache_n) {
+            int64_t c = find_cached(cache_ids, cache_n, ids[i]);
+            if (c >= 0) {
+                addr[i] = (uintptr_t)(cache_rows + c * row_bytes);
+                range_of[i] = -2;
+                continue;
+            }
+        }
+        k = find_range(bounds, K, ids[i], k);
+        if (bases[k]) {
+            addr[i] = (uintptr_t)(bases[k] + (ids[i] - bounds[k]) * row_bytes);
+            range_of[i] = -1;
+        } else {
+            addr[i] = 0;
+            range_of[i] = k;
+            other++;
+        }
+    }
+    return other;
+}
+
+void hpcgnn_gather_addresses(const uintptr_t *addr, int64_t n, int64_t row_bytes, char *dst)
+{
+    for (int64_t j = 0; j < n && j < BLOCK; j++) prefetch_row((const char *)addr[j], row_bytes);
+    for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+        int64_t e = i0 + BLOCK < n ? i0 + BLOCK : n;
+        for (int64_t j = e; j < n && j < e + BLOCK; j++) prefetch_row((const char *)addr[j], row_bytes);
+        for (int64_t i = i0; i < e; i++) copy_row(dst + i * row_bytes, (const char *)addr[i], row_bytes);
+    }
+}

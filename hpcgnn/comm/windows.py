@@ -61,6 +61,7 @@ from .datatypes import element_type as _element_type
 from .datatypes import op_name as _op_name
 from .mpi import MPI, serialized
 from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
+from .._ext import row_addresses as _ext_row_addresses
 
 try:
     import torch
@@ -262,6 +263,38 @@ class RowStore:
         if n == 0 or self.row_bytes == 0:
             return out
         return self._gather_ranges(ids, out, cache)
+
+    @serialized
+    def addresses(self, ids, cache=None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Independent: where this process can read the rows of ``ids`` in place,
+        without copying them: ``(addr, fetched)``, ``addr[i]`` (``uintp``) the address
+        of row ``ids[i]`` in node-shared memory, in ``cache`` (``(sorted ids,
+        rows)``), or in ``fetched``, a new array with the rows of ranges that only RMA
+        reaches (read here; None when there are none).  The addresses stay valid while
+        this store is open and ``fetched`` and the cache's rows are alive; rows written
+        later show through.  Rows of 0 bytes get no address (all 0)."""
+        self._check_open()
+        ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self._where), dtype=np.int64)
+        n, K = len(ids), len(self._bounds) - 1
+        addr = np.zeros(n, dtype=np.uintp)
+        if n == 0 or self.row_bytes == 0:
+            return addr, None
+        bases = np.zeros(K, dtype=np.uintp)
+        for k in range(K):
+            if self._direct(k):
+                bases[k] = self._views[k].ctypes.data
+        range_of = np.empty(n, dtype=np.int32)
+        cids, crows = cache if cache is not None else (None, None)
+        left = _ext_row_addresses(bases, np.ascontiguousarray(self._bounds, dtype=np.int64), self.row_bytes, ids,
+                                  addr, range_of, cids, crows)
+        fetched = None
+        if left:
+            pos = np.flatnonzero(range_of >= 0)
+            fetched = self._gather_ranges(ids[pos], np.empty((len(pos),) + self.row_shape, dtype=self.dtype))
+            addr[pos] = fetched.ctypes.data + np.arange(len(pos), dtype=np.uintp) * np.uintp(self.row_bytes)
+        if cache is not None:
+            self.last_cache_hits = int(np.count_nonzero(range_of == -2))
+        return addr, fetched
 
     def _direct(self, k: int) -> bool:
         return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self.direct_shm_reads))

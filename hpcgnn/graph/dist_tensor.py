@@ -338,6 +338,28 @@ class DistTensor:
             return torch.from_numpy(rows)
         return rows
 
+    def row_refs(self, ids):
+        """Independent: the rows of ``ids`` as a :class:`~hpcgnn.graph.row_refs.RowRefs`
+        (their addresses in this process: node-shared memory, this tensor's host cache,
+        or a buffer with the rows only RMA reaches, fetched now) instead of a copy; None
+        where that does not apply (a dtype torch cannot hold, rows of 0 bytes, a cache
+        on a device)."""
+        from .row_refs import RowRefs
+
+        cache = getattr(self, "_cache", None)
+        tdt = _torch_dtype(self._npdt) if torch is not None else None
+        if tdt is None or (cache is not None and cache.device is not None):
+            return None
+        st, ids = self._store_ids(ids)
+        if st.row_bytes == 0:
+            return None
+        ctuple = (cache.ids, cache.rows) if cache is not None and len(cache) else None
+        addr, fetched = st.addresses(ids, cache=ctuple)
+        if cache is not None:
+            cache.count(ids, st.last_cache_hits if ctuple else 0)
+        keep = (st, fetched) + ((cache.rows,) if ctuple else ())
+        return RowRefs(addr, tuple(self._shape[1:]), tdt, keep)
+
     def _check_out(self, out: np.ndarray, n: int) -> None:
         want = (n,) + tuple(self._shape[1:])
         if out.shape != want or out.dtype != self._npdt or not out.flags.c_contiguous:

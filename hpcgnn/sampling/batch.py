@@ -9,6 +9,10 @@ import torch
 
 from .buffers import FEATURES
 
+#: How ``MiniBatch.fetch_features`` hands over ``x``: a gathered copy, or the rows'
+#: addresses (:class:`~hpcgnn.graph.row_refs.RowRefs`).
+FEATURE_ROWS = ("copy", "refs")
+
 
 class Block(NamedTuple):
     """One layer's bipartite graph (a DGL message-flow graph): messages go from
@@ -87,17 +91,24 @@ class MiniBatch:
         return self.num_sampled_edges
 
     def fetch_features(self, g, feat: str | None = "feat", label: str | None = "label",
-                       device=None, label_rows: str = "all") -> "MiniBatch":
+                       device=None, label_rows: str = "all", feature_rows: str = "copy") -> "MiniBatch":
         """Gather ``x = g.ndata[feat][n_id]`` and ``y = g.ndata[label][n_id]`` (one
         one-sided read per owner each; None skips one).  ``label_rows="seeds"``: ``y``
         holds the seeds' labels only (``n_id[:batch_size]``, all a node classifier
         reads; the other nodes' labels are never read).  ``device``: assemble them in
         that device's memory (``DistTensor.gather_to``: a cache on that device serves
-        its rows there).  Returns ``self``."""
+        its rows there).  ``feature_rows="refs"``: ``x`` is a
+        :class:`~hpcgnn.graph.row_refs.RowRefs`, the rows' addresses instead of a copy
+        (host memory only; a copy where it does not apply), which
+        :class:`~hpcgnn.train.model.SAGE`'s first layer reads in place.  Returns
+        ``self``."""
         from ..errors import InputError
 
         if label_rows not in ("all", "seeds"):
             raise InputError(f"MiniBatch.fetch_features: label_rows must be 'all' or 'seeds', got {label_rows!r}")
+        if feature_rows not in FEATURE_ROWS:
+            raise InputError(f"MiniBatch.fetch_features: feature_rows must be one of {FEATURE_ROWS}, "
+                             f"got {feature_rows!r}")
         for name in (feat, label):
             if name is not None and name not in g.ndata:
                 raise InputError(f"MiniBatch.fetch_features: {name!r} is not a node feature of graph "
@@ -115,7 +126,8 @@ class MiniBatch:
             elif device is not None:
                 self.x = g.ndata[feat].gather_to(ids, device)
             else:
-                self.x = _gather_features(g.ndata[feat], ids)
+                refs = g.ndata[feat].row_refs(ids) if feature_rows == "refs" else None
+                self.x = refs if refs is not None else _gather_features(g.ndata[feat], ids)
         if label is not None:
             self.y = _as_tensor(g.ndata[label][ids if label_rows == "all" else ids[: self.batch_size]])
             if device is not None:

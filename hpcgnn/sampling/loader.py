@@ -36,6 +36,7 @@ from ..comm.mpi import MPI
 from ..errors import InputError
 from ..graph.dist_graph import _ids
 from ..partition.arrays import unique_inverse
+from .batch import FEATURE_ROWS
 from .plan import EpochPlan
 
 MODES = ("auto", "inline", "thread", "samplers")
@@ -52,6 +53,7 @@ class NodeTask:
     cache_bytes: int = 0
     device: str | None = None
     label_rows: str = "all"
+    feature_rows: str = "copy"
 
     def make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
@@ -60,7 +62,8 @@ class NodeTask:
         b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
         t1 = time.perf_counter()
         if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows)
+            b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows,
+                             feature_rows=self.feature_rows)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         return b
 
@@ -164,6 +167,8 @@ class _Loader:
             raise InputError(f"{what}: some trainers use sampler ranks and others do not")
         if mode == "samplers" and getattr(self.task, "device", None) is not None:
             self.task.device = None       # batches cross MPI from the sampler ranks: host memory
+        if mode == "samplers" and getattr(self.task, "feature_rows", "copy") != "copy":
+            self.task.feature_rows = "copy"     # addresses mean nothing in another process
         if mode == "samplers":
             from .remote import RemoteLoader
 
@@ -316,6 +321,10 @@ class DistNodeDataLoader(_Loader):
     host memory).  ``labels``: ``"all"`` (``y`` of every sampled node, as PyG's
     ``NeighborLoader``) or ``"seeds"`` (``y`` of the seeds only, ``batch_size`` rows:
     all a node classifier reads, and the other labels are never fetched).
+    ``feature_rows``: ``"copy"`` (``x`` a tensor) or ``"refs"`` (``x`` the rows'
+    addresses, a :class:`~hpcgnn.graph.row_refs.RowRefs`, read in place by
+    :class:`~hpcgnn.train.model.SAGE`'s first layer; inline and thread modes on the
+    host, a copy otherwise).
     Collective over the trainers.  Every trainer gets ``len(loader)`` batches per
     epoch (see :mod:`hpcgnn.sampling.plan`).
     """
@@ -323,14 +332,18 @@ class DistNodeDataLoader(_Loader):
     def __init__(self, g, nids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  *, seed: int | None = None, prefetch: int = 2, mode: str = "auto",
                  feat: str | None = "feat", label: str | None = "label", cache_bytes: int = 0, device=None,
-                 labels: str = "all"):
+                 labels: str = "all", feature_rows: str = "copy"):
         _check_features(g, feat, label, "DistNodeDataLoader")
         with agreed(g.context.trainer_comm):
             if labels not in ("all", "seeds"):
                 raise InputError(f"DistNodeDataLoader: labels must be 'all' or 'seeds', got {labels!r}")
+            if feature_rows not in FEATURE_ROWS:
+                raise InputError(f"DistNodeDataLoader: feature_rows must be one of {FEATURE_ROWS}, "
+                                 f"got {feature_rows!r}")
         dev = None if device is None else str(torch.device(device))
         super().__init__(g, nids, batch_size, shuffle, drop_last, seed, prefetch, mode, "DistNodeDataLoader",
-                         lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes), dev, labels))
+                         lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes), dev, labels,
+                                               feature_rows if dev is None else "copy"))
 
 
 class DistEdgeDataLoader(_Loader):

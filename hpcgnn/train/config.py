@@ -47,6 +47,7 @@ class TrainConfig:
     max_steps: int = 0
     epoch_steps: int = 0
     progress: str = "auto"
+    feature_rows: str = "auto"
 
     @property
     def num_layers(self) -> int:
@@ -68,6 +69,9 @@ HELP = {
     "max_steps": "stop (checkpoint and exit) after N optimizer steps in total (0: no limit)",
     "epoch_steps": "end each epoch after N steps (0: a full pass over the training nodes; benchmarks)",
     "progress": "progress bar on trainer 0: auto (when stderr is a terminal), on, off",
+    "feature_rows": "how batches hand features to the first layer: copy (gathered by the loader), refs "
+                    "(read in place by the first layer; CPU), auto (refs on a CPU when the loader's thread "
+                    "shares the trainer's core, or without one)",
 }
 
 
@@ -160,6 +164,8 @@ def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
                          "(run under mpirun/srun; see docs/training.md).")
     if cfg.progress not in ("auto", "on", "off"):
         raise InputError(f"{prog}: progress must be auto, on or off, got {cfg.progress!r}")
+    if cfg.feature_rows not in ("auto", "copy", "refs"):
+        raise InputError(f"{prog}: feature_rows must be auto, copy or refs, got {cfg.feature_rows!r}")
     for name in ("epochs", "batch_size", "hidden", "infer_batch_size"):
         if getattr(cfg, name) < 1:
             raise InputError(f"{prog}: {name} must be >= 1, got {getattr(cfg, name)}")

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..graph.row_refs import RowRefs
 from .kernels import bias_relu_dropout, bias_relu_dropout_mean, csr_mean, mean_adjacency, relu_dropout
 
 
@@ -34,16 +35,20 @@ class SAGE(nn.Module):
 
     def _fast(self, i: int, x: torch.Tensor) -> bool:
         conv = self.convs[i]
-        return x.device.type == "cpu" and conv.aggr == "mean" and conv.root_weight and conv.lin_r.bias is None \
-            and not conv.project
+        return x.device.type == "cpu" and conv.lin_l.weight.device.type == "cpu" and conv.aggr == "mean" \
+            and conv.root_weight and conv.lin_r.bias is None and not conv.project
 
     def _layer(self, i: int, x, edge_index: torch.Tensor, num_dst: int | None = None, defer: bool = False):
         """Layer ``i``; ``x`` may be ``(h, bias)`` from a layer before it that left
         its activation to this one.  ``defer``: a layer followed by relu and dropout
         may return ``(h, bias)``, the product without them, for the next layer to
-        apply while it aggregates (:func:`bias_relu_dropout_mean`)."""
-        pending = None if torch.is_tensor(x) else x[1]
-        h = x if pending is None else x[0]
+        apply while it aggregates (:func:`bias_relu_dropout_mean`).  ``x`` may also be a
+        :class:`~hpcgnn.graph.row_refs.RowRefs` (rows read in place by the mean; copied
+        first where the layer cannot)."""
+        pending = x[1] if isinstance(x, tuple) else None
+        h = x[0] if isinstance(x, tuple) else x
+        if isinstance(h, RowRefs) and (h.dtype != torch.float32 or not self._fast(i, h)):
+            h = h.materialize().to(self.convs[i].lin_l.weight.device)
         nd = h.shape[0] if num_dst is None else num_dst
         conv = self.convs[i]
         if self._fast(i, h):
@@ -77,7 +82,9 @@ class SAGE(nn.Module):
         hops ``<= L-i`` along the edges of hops ``<= L-i`` and computes only the
         nodes of hops ``< L-i`` (DGL's message-flow graphs; PyG's
         ``trim_to_layer`` would compute every remaining node).  Returns the seeds'
-        rows.  Without them: full-graph layers."""
+        rows.  Without them: full-graph layers.  ``x``: a tensor, or the rows'
+        addresses (:class:`~hpcgnn.graph.row_refs.RowRefs`, from a loader with
+        ``feature_rows="refs"``), which the first layer reads in place."""
         if num_sampled_nodes is None:
             for i in range(self.num_layers):
                 x = self._layer(i, x, edge_index, defer=i + 1 < self.num_layers)
@@ -91,9 +98,9 @@ class SAGE(nn.Module):
             ecum.append(ecum[-1] + int(c))
         for i in range(L):
             hops = L - i
-            h = x if torch.is_tensor(x) else x[0]
+            h = x[0] if isinstance(x, tuple) else x
             if h.shape[0] != ncum[hops + 1]:      # (a slice's backward costs a zero-filled copy)
-                h = h[: ncum[hops + 1]]
-                x = h if torch.is_tensor(x) else (h, x[1])
+                h = h.head(ncum[hops + 1]) if isinstance(h, RowRefs) else h[: ncum[hops + 1]]
+                x = (h, x[1]) if isinstance(x, tuple) else h
             x = self._layer(i, x, edge_index[:, : ecum[hops]], num_dst=ncum[hops], defer=i + 1 < L)
         return x

@@ -32,6 +32,7 @@ from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import node_split
+from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from .common import check_run_dir, pick_device, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
@@ -77,12 +78,34 @@ def _num_classes(g, cfg, tc) -> int:
         return int(tc.allreduce(m, op=MPI.MAX)) + 1
 
 
+def _feature_rows(cfg: TrainConfig, ctx, device) -> str:
+    """``cfg.feature_rows``, with ``auto`` decided: ``refs`` on a CPU when the
+    loader has no core of its own (fewer than 2 cores per rank on this node, or no
+    prefetch thread): the first layer then reads the rows in place, sparing the
+    copy; else ``copy`` (the gather stays on the loader's thread, off the step)."""
+    if device.type != "cpu":
+        return "copy"
+    if cfg.feature_rows != "auto":
+        return cfg.feature_rows
+    per_rank = (os.cpu_count() or 1) / max(1, ctx.local_size)
+    return "refs" if cfg.prefetch == 0 or per_rank < 2 else "copy"
+
+
+def _model_input(x, device):
+    """A batch's ``x`` as the model takes it: rows read in place stay so on a CPU."""
+    if isinstance(x, RowRefs) and x.dtype == torch.float32 and device.type == "cpu":
+        return x
+    if isinstance(x, RowRefs):
+        x = x.materialize()
+    return x.float().to(device, non_blocking=True)
+
+
 @torch.no_grad()
 def _sampled_accuracy(model, loader, device) -> tuple[int, int]:
     model.eval()
     correct = total = 0
     for b in loader:
-        out = model(b.x.float().to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True),
+        out = model(_model_input(b.x, device), b.edge_index.to(device, non_blocking=True),
                     b.num_sampled_nodes, b.num_sampled_edges)
         # b.y lives where the loader assembled the batch (the GPU when device is cuda)
         correct += int((out.argmax(1) == b.y[: b.batch_size].to(out.device).long()).sum())
@@ -108,14 +131,16 @@ def run(cfg: TrainConfig) -> dict | None:
     opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
     sampler = NeighborSampler(cfg.fanouts)
     on_gpu = device if device.type == "cuda" else None     # batches (and the cache) assembled on the GPU
+    rows = _feature_rows(cfg, ctx, device)
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
                                       seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
-                                      cache_bytes=cfg.cache_bytes, device=on_gpu, labels="seeds")
+                                      cache_bytes=cfg.cache_bytes, device=on_gpu, labels="seeds",
+                                      feature_rows=rows)
     with LOCK:
         every_trainer_has_val = tc.allreduce(int(len(val_ids) > 0), op=MPI.MIN) == 1
     val_loader = DistNodeDataLoader(g, val_ids, sampler, cfg.batch_size, seed=cfg.seed + 1,
                                     prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label, device=on_gpu,
-                                    labels="seeds") \
+                                    labels="seeds", feature_rows=rows) \
         if every_trainer_has_val else None      # else validation comes from the final inference only
     meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
             "model": json.dumps({"dims": model.dims, "kind": "SAGE"}), "fanouts": json.dumps(cfg.fanouts),
@@ -126,11 +151,12 @@ def run(cfg: TrainConfig) -> dict | None:
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
     if me == 0:
         print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "
-              f"loader mode {train_loader.mode}, {len(train_loader)} steps/epoch"
+              f"loader mode {train_loader.mode}, features {train_loader.task.feature_rows}, "
+              f"{len(train_loader)} steps/epoch"
               + (f", resumed from {resumed_from} at step {step}" if resumed_from else ""), flush=True)
 
     def train_step(b):
-        out = ddp(b.x.float().to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True),
+        out = ddp(_model_input(b.x, device), b.edge_index.to(device, non_blocking=True),
                   b.num_sampled_nodes, b.num_sampled_edges)
         y = b.y[: b.batch_size].long().to(device, non_blocking=True)
         loss = F.cross_entropy(out, y)

@@ -27,7 +27,8 @@ ctx = hpcgnn.initialize(layout, rpn, part_config=part_config)
 g = DistGraph("g")
 nids = node_split(np.ones(g.num_nodes(), bool), g.get_partition_book())
 sampler = (DyingSampler if mode == "die" else NeighborSampler)([4, 2])
-loader = DistNodeDataLoader(g, nids, sampler, batch_size=64, shuffle=True, seed=1)
+loader = DistNodeDataLoader(g, nids, sampler, batch_size=64, shuffle=True, seed=1,
+                            feature_rows="refs")     # from sampler ranks: copies all the same
 if mode == "unfinished":
     it = iter(loader)
     next(it)
