@@ -275,18 +275,14 @@ class RowStore:
         later show through.  Rows of 0 bytes get no address (all 0)."""
         self._check_open()
         ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self._where), dtype=np.int64)
-        n, K = len(ids), len(self._bounds) - 1
+        n = len(ids)
         addr = np.zeros(n, dtype=np.uintp)
         if n == 0 or self.row_bytes == 0:
             return addr, None
-        bases = np.zeros(K, dtype=np.uintp)
-        for k in range(K):
-            if self._direct(k):
-                bases[k] = self._views[k].ctypes.data
+        bounds, _, bases = self._readable()
         range_of = np.empty(n, dtype=np.int32)
         cids, crows = cache if cache is not None else (None, None)
-        left = _ext_row_addresses(bases, np.ascontiguousarray(self._bounds, dtype=np.int64), self.row_bytes, ids,
-                                  addr, range_of, cids, crows)
+        left = _ext_row_addresses(bases, bounds, self.row_bytes, ids, addr, range_of, cids, crows)
         fetched = None
         if left:
             pos = np.flatnonzero(range_of >= 0)
@@ -299,6 +295,17 @@ class RowStore:
     def _direct(self, k: int) -> bool:
         return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self.direct_shm_reads))
 
+    def _readable(self):
+        """``(bounds, direct, bases)`` for the compiled lookups: the range bounds as
+        int64, which ranges this rank reads in place, and their first rows' addresses
+        (0 for the others)."""
+        K = len(self._bounds) - 1
+        direct = np.array([self._direct(k) for k in range(K)], dtype=bool)
+        bases = np.zeros(K, dtype=np.uintp)
+        for k in np.flatnonzero(direct):
+            bases[k] = self._views[k].ctypes.data
+        return np.ascontiguousarray(self._bounds, dtype=np.int64), direct, bases
+
     def _gather_ranges(self, ids: np.ndarray, out: np.ndarray, cache=None) -> np.ndarray:
         """The compiled path: one C pass copies every row of a directly readable range
         into place (no sort by owner, no permutation); rows of the other ranges are
@@ -306,12 +313,8 @@ class RowStore:
         they overlap.  Ids in ``cache`` are copied from it and never fetched."""
         n, K = len(ids), len(self._bounds) - 1
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        bounds = np.ascontiguousarray(self._bounds, dtype=np.int64)
         flat = out.reshape(n, -1)
-        direct = np.array([self._direct(k) for k in range(K)])
-        bases = np.zeros(K, dtype=np.uintp)
-        for k in np.flatnonzero(direct):
-            bases[k] = self._views[k].ctypes.data
+        bounds, direct, bases = self._readable()
         range_of = np.empty(n, dtype=np.int32)
         cids, crows = cache if cache is not None else (None, None)
         pending, fetched = [], None
