@@ -29,7 +29,9 @@ if ctx.is_trainer:
     st.accumulate(np.arange(N), np.ones((N, D), np.float32))
     tc.Barrier()                     # trainers only: servers stay in the barrier below
     assert np.array_equal(st.gather(np.arange(N)), -full + tc.Get_size()), "scatter + accumulate"
-    print("routes", st.routes(), flush=True)
+    # one write per line (output is unbuffered under the tests, and two trainers print
+    # at once: print's pieces as separate writes interleaved, "routesroutes  {...")
+    print(f"routes {st.routes()}", flush=True)
     print("windows_tcp_job ok", flush=True)
 world.Barrier()                      # servers wait here, progressing RMA
 ctx.finalize()
