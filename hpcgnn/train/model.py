@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..graph.row_refs import RowRefs
-from .kernels import bias_relu_dropout, bias_relu_dropout_mean, csr_mean, mean_adjacency, relu_dropout
+from .kernels import (bias_relu_dropout, bias_relu_dropout_mean, csr_mean, linear_before_dropout, mean_adjacency,
+                      relu_dropout)
 
 
 class SAGE(nn.Module):
@@ -62,9 +63,11 @@ class SAGE(nn.Module):
             both = both.view(nd, 2 * h.shape[1])
             w = torch.cat([conv.lin_l.weight, conv.lin_r.weight], 1)
             if i < self.num_layers - 1 and not conv.normalize:       # bias, relu, dropout in one pass
+                # (their zeros make the weight's gradient sparse: linear_before_dropout)
+                prod = linear_before_dropout(both, w, self.dropout, self.training)
                 if defer and conv.lin_l.bias is not None:
-                    return both @ w.t(), conv.lin_l.bias
-                return bias_relu_dropout(both @ w.t(), conv.lin_l.bias, p=self.dropout, training=self.training)
+                    return prod, conv.lin_l.bias
+                return bias_relu_dropout(prod, conv.lin_l.bias, p=self.dropout, training=self.training)
             x = both @ w.t() if conv.lin_l.bias is None else torch.addmm(conv.lin_l.bias, both, w.t())
             if conv.normalize:
                 x = F.normalize(x, p=2.0, dim=-1)
