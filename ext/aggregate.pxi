@@ -13,6 +13,14 @@ cdef extern from "aggregate.h" nogil:
                                      float *grad_x, double *bias_grad, int64_t n_src, int nthreads)
     int hpcgnn_build_csr(const int64_t *src, const int64_t *dst, int64_t num_edges, int64_t num_dst,
                          int64_t num_src, int with_root, int64_t *indptr, int64_t *cols)
+    void hpcgnn_csr_mean_use_registers(int on)
+
+
+def csr_mean_use_registers(bint on):
+    """Whether :func:`csr_mean` (and ``csr_mean_rows``) may sum each output row in
+    AVX-512 registers (rows of up to 256 floats; the default) or always in memory:
+    the same numbers either way.  Process-wide; for tests and measurements."""
+    hpcgnn_csr_mean_use_registers(on)
 
 
 def build_csr(const int64_t[::1] src, const int64_t[::1] dst, int64_t num_dst, int64_t num_src, bint with_root,

@@ -176,6 +176,32 @@ def test_csr_mean_kernel_on_many_rows_and_threads():
         assert torch.allclose(out, ref, atol=1e-5)
 
 
+@pytest.mark.parametrize("dim", [1, 16, 33, 64, 100, 256, 257])
+def test_csr_mean_in_registers_gives_the_same_numbers(dim):
+    """Output rows summed in AVX-512 registers (rows of up to 256 floats, masked
+    tails) and in memory: bitwise the same, over a tensor and over row addresses
+    (on a CPU without AVX-512 both runs take the memory path)."""
+    torch.manual_seed(dim)
+    ns, nd = 700, 500
+    ei = _bipartite(6, ns, nd, 6000, True)
+    adj = mean_adjacency(ei, nd, ns)
+    ip, ix = adj.crow_indices().numpy(), adj.col_indices().numpy()
+    x = torch.randn(ns, dim)
+    addr = x.numpy().ctypes.data + np.arange(ns, dtype=np.uintp) * np.uintp(4 * dim)
+    outs = []
+    try:
+        for on in (True, False):
+            _ext.csr_mean_use_registers(on)
+            for kernel, src in ((_ext.csr_mean, x.numpy()), (_ext.csr_mean_rows, addr)):
+                out = torch.full((nd, dim), float("nan"))
+                kernel(ip, ix, src, out.numpy(), 1)
+                outs.append(out)
+    finally:
+        _ext.csr_mean_use_registers(True)
+    assert all(torch.equal(o, outs[0]) for o in outs[1:])
+    assert torch.allclose(outs[0], torch.sparse.mm(adj, x, "mean"), atol=1e-5)
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_csr_mean_gradient_matches_pytorch(threads):
     """csr_mean's backward (scatter by column blocks when threaded) gives PyTorch's

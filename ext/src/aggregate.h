@@ -12,6 +12,11 @@
 void hpcgnn_csr_mean(const int64_t *indptr, const int64_t *indices, int64_t nrows, const float *x, int64_t dim,
                      float *out, int nthreads);
 
+/* 0: the means above add into the output row in memory even where an AVX-512 CPU
+ * could keep it in registers (rows of up to 256 floats); 1 (the default): they use
+ * registers there.  The same numbers either way (tests compare them). */
+void hpcgnn_csr_mean_use_registers(int on);
+
 /* The same with the source rows anywhere in memory: source row s is the dim floats
  * at address rows[s] (e.g. a feature table's rows in node-shared memory, read in
  * place instead of gathered into an x first).  Same sums in the same order. */

@@ -5,10 +5,16 @@
 #include "weight_grad.h"
 
 /* The order of the work, in both variants: rows in chunks of WG_R (their A rows
- * stay in the L1 cache); per chunk, one bit mask per column of G marking its
- * nonzero rows; per column j, D[j, :] kept in registers while the chunk's nonzero
- * rows are added in increasing i.  Per nonzero: k loads and multiply-adds, no
- * stores (a row-by-row scatter into D would store k floats per nonzero). */
+ * stay in the core's caches while every column uses them); per chunk, one bit mask
+ * per column of G marking its nonzero rows; per column j, D[j, :] kept in
+ * registers while the chunk's nonzero rows are added in increasing i.  Per
+ * nonzero: k loads and multiply-adds, no stores (a row-by-row scatter into D would
+ * store k floats per nonzero).  Measured on one Zen 4 core for the README model's
+ * first layer (G 13.6k x 256 with 30% nonzeros, A 13.6k x 128): chunks of 32-64
+ * rows 7.7-8.3 ms, of 8 rows 11.5 ms; MKL's dense product 10.2-10.6 ms.  About 70%
+ * of the time is the multiply-adds (~16 cycles per nonzero, against 9 for the
+ * same loop on rows already in L1: the column visits' loads and stores of D and
+ * their unpredictable lengths cost the rest), 20% reading G for the masks. */
 #ifndef WG_R
 #define WG_R 64
 #endif
