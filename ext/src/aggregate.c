@@ -1,6 +1,7 @@
 /* See aggregate.h. */
 #include "aggregate.h"
 #include "colsums.h"
+#include "avx512.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,10 +57,7 @@ CLONES static void mean_rows(const int64_t *indptr, const int64_t *indices, int6
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define MEAN_REGS 1
-#define AVX512 __attribute__((target("avx512f")))
+#ifdef HPCGNN_X86
 
 /* mean_rows with each output row summed in NV registers (rows of up to 256 floats;
  * MASKED: the last register holds `tail`'s lanes) instead of in memory: the same
@@ -124,11 +122,10 @@ void hpcgnn_csr_mean_use_registers(int on) { mean_regs_allowed = on; }
 static void mean_rows_any(const int64_t *indptr, const int64_t *indices, int64_t r0, int64_t r1, const float *x,
                           const uintptr_t *rows, int64_t dim, float *out)
 {
-#ifdef MEAN_REGS
-    if (mean_regs_allowed && dim > 0 && dim <= 256 && __builtin_cpu_supports("avx512f")) {
-        int nv = (int)((dim + 15) / 16), last = (int)(dim - 16 * (nv - 1));
-        __mmask16 tail = (__mmask16)(last == 16 ? 0xffff : (1u << last) - 1);
-        mean_regs_table[nv - 1][last != 16](indptr, indices, r0, r1, x, rows, dim, out, tail);
+#ifdef HPCGNN_X86
+    if (mean_regs_allowed && dim > 0 && dim <= 256 && hpcgnn_has_avx512()) {
+        __mmask16 tail = hpcgnn_tail_lanes(dim);
+        mean_regs_table[(dim + 15) / 16 - 1][tail != 0xffff](indptr, indices, r0, r1, x, rows, dim, out, tail);
         return;
     }
 #endif

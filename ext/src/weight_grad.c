@@ -3,6 +3,7 @@
 #include <omp.h>
 #endif
 #include "weight_grad.h"
+#include "avx512.h"
 
 /* The order of the work, in both variants: rows in chunks of WG_R (their A rows
  * stay in the core's caches while every column uses them); per chunk, one bit mask
@@ -57,10 +58,7 @@ static void wg_plain(const float *G, int64_t n, int64_t m, const float *A, int64
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define WG_X86 1
-#define AVX512 __attribute__((target("avx512f,bmi")))
+#ifdef HPCGNN_X86
 
 /* Column j's nonzero rows of one chunk (bits of msk) added into D[j, s .. s + 16 NV),
  * kept in NV registers meanwhile; MASKED: the last vector holds `tail`'s lanes. */
@@ -110,10 +108,9 @@ AVX512 static void wg_column(const float *vals, const float *A, int64_t k, float
                              uint64_t msk)
 {
     for (int64_t s = 0; s < k; s += 128) {
-        int64_t left = k - s;
-        int nv = (int)(left >= 128 ? 8 : (left + 15) / 16);
-        int last = (int)(left >= 128 ? 16 : left - 16 * (nv - 1));
-        __mmask16 tail = (__mmask16)(last == 16 ? 0xffff : (1u << last) - 1);
+        int64_t width = k - s < 128 ? k - s : 128;
+        int nv = (int)((width + 15) / 16);
+        __mmask16 tail = hpcgnn_tail_lanes(width);
         switch (nv) {
         WG_CASE(8) WG_CASE(7) WG_CASE(6) WG_CASE(5) WG_CASE(4) WG_CASE(3) WG_CASE(2) WG_CASE(1)
         }
@@ -156,9 +153,8 @@ AVX512 static void wg_avx512(const float *G, int64_t n, int64_t m, const float *
 
 int hpcgnn_weight_grad_vectorised(void)
 {
-#ifdef WG_X86
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? 1 : 0;
+#ifdef HPCGNN_X86
+    return hpcgnn_has_avx512();
 #else
     return 0;
 #endif
@@ -187,7 +183,7 @@ void hpcgnn_weight_grad(const float *G, int64_t n, int64_t m, const float *A, in
 #endif
         int64_t j0, j1;
         columns_range(m, nt, t, &j0, &j1);
-#ifdef WG_X86
+#ifdef HPCGNN_X86
         if (vec)
             wg_avx512(G, n, m, A, k, D, j0, j1);
         else
