@@ -317,7 +317,7 @@ class RowStore:
         bounds, direct, bases = self._readable()
         range_of = np.empty(n, dtype=np.int32)
         cids, crows = cache if cache is not None else (None, None)
-        pending, fetched = [], None
+        pending = []
         if not direct.all():
             # which ids need a Get: a pass with no readable range only labels them
             _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of, cids, crows)
@@ -328,12 +328,12 @@ class RowStore:
                 pos = pos[np.argsort(owners, kind="stable")]
                 counts = np.bincount(owners, minlength=K)
                 ends = np.cumsum(counts)
-                fetched = np.empty((len(pos), flat.shape[1]), dtype=out.dtype)
                 for k in np.flatnonzero(counts).tolist():
                     a, b = int(ends[k] - counts[k]), int(ends[k])
                     win = self._shwin if self._route[k] == SHM else self._win
+                    # each row lands in its place in ``out`` (no buffer, no second copy)
                     pending += self._rma(win, int(self._target[k]), k, ids[pos[a:b]] - self._bounds[k],
-                                         fetched[a:b], "get")
+                                         flat, "get", origin_rows=pos[a:b])
         hits = None
         if not direct.all() and cids is not None:
             hits = int(np.count_nonzero(range_of == -2))
@@ -341,11 +341,6 @@ class RowStore:
         if direct.any():
             _ext_gather_ranges(bases, bounds, ids, flat, range_of, cids, crows)
         self._complete(pending)
-        if fetched is not None:
-            if self._torch_ok:
-                torch.from_numpy(flat).index_copy_(0, torch.from_numpy(pos), torch.from_numpy(fetched))
-            else:
-                flat[pos] = fetched
         if cache is not None:
             self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
         return out
@@ -449,10 +444,12 @@ class RowStore:
         return int(self._target[k])
 
     # ------------------------------------------------------------------ RMA core
-    def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None):
+    def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None, origin_rows=None):
         """Issue one operation per chunk of at most ``max_rows_per_op`` rows on range
         ``k``; the local side is contiguous (``rows2d``), the target side an indexed
-        block of rows.  Returns ``[(win, target, datatype), ...]`` to complete."""
+        block of rows.  ``origin_rows`` (gets only): the rows of ``rows2d`` that
+        receive, in order (an indexed block on the local side too, unless they are
+        consecutive).  Returns ``[(win, target, datatype), ...]`` to complete."""
         issued = []
         base = int(self._seg_row0[k])
         step = max(1, min(int(self.max_rows_per_op), MAX_OP_BYTES // max(self.row_bytes, 1)))
@@ -465,7 +462,16 @@ class RowStore:
             m = len(o)
             dt = _blocks_type(old, per_row, (o + base) * self.row_bytes)
             issued.append((win, target, dt))
-            origin = [rows2d[s:s + m], m * per_row, old]
+            if origin_rows is None:
+                origin = [rows2d[s:s + m], m * per_row, old]
+            else:
+                r = origin_rows[s:s + m]
+                if int(r[-1]) - int(r[0]) == m - 1:       # ascending, so consecutive
+                    origin = [rows2d[int(r[0]):int(r[0]) + m], m * per_row, old]
+                else:
+                    odt = _blocks_type(old, per_row, r * self.row_bytes)
+                    issued.append((win, target, odt))
+                    origin = [rows2d, 1, odt]
             tgt = [0, 1, dt]
             if kind == "get":
                 win.Get(origin, target, tgt)
