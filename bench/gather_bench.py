@@ -4,7 +4,9 @@ A 2M x 100 float32 table (``--rows``, ``--dim``) is held by the servers of 2 vir
 nodes of server + trainer (4 ranks).  Trainer 0 gathers 10k and 100k random rows
 from its own node (shared memory, direct) and from the other node (RMA), and the
 same number of random rows with ``torch.index_select`` from an in-process tensor;
-one thread everywhere.  Prints one JSON object (ratios: > 1 is faster than
+one thread everywhere.  The other ranks wait as servers do when serving
+(``--server-wait serve``: polling MPI, sleeping only while no socket traffic comes) or
+in a blocking barrier (``block``).  Prints one JSON object (ratios: > 1 is faster than
 index_select).
 
     mpirun -n 4 --mca mpi_yield_when_idle 1 python bench/gather_bench.py
@@ -24,6 +26,7 @@ import hpcgnn
 import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI, library_version
 from hpcgnn.comm import datatypes
+from hpcgnn.comm.progress import serve_until
 from hpcgnn.comm.windows import RowStore
 
 
@@ -44,6 +47,9 @@ def main():
     ap.add_argument("--dim", type=int, default=100)
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--repeats", type=int, default=11)
+    ap.add_argument("--server-wait", choices=("serve", "block"), default="serve",
+                    help="how the other ranks wait: as servers do when serving (polling MPI, "
+                         "sleeping while no socket traffic comes; default) or in a blocking barrier")
     args = ap.parse_args()
     torch.set_num_threads(1)
     world = MPI.COMM_WORLD
@@ -63,7 +69,7 @@ def main():
         mine = ctx.node_id
         rng = np.random.default_rng(1)
         result = {"bench": "gather", "rows_total": n, "dim": d, "dtype": "float32", "threads": 1,
-                  "mpi": library_version(), "shm_scope": os.environ.get("HPCGNN_SHM_SCOPE", "host"),
+                  "mpi": library_version(), "server_wait": args.server_wait, "shm_scope": os.environ.get("HPCGNN_SHM_SCOPE", "host"),
                   "routes": {str(k): v for k, v in st.routes().items()},
                   "datatype_builder": "ext" if datatypes._ext_hindexed_blocks is not None else "mpi4py",
                   "sizes": {}}
@@ -100,7 +106,11 @@ def main():
                 "remote_ratio_interleaved_median": round(med["remote"], 3),
             }
         print(json.dumps(result), flush=True)
-    world.Barrier()          # servers (and the idle trainer) wait here, keeping RMA progressing
+    done = world.Ibarrier()
+    if result is not None or args.server_wait == "block":
+        done.Wait()          # a blocking wait spins in MPI, keeping RMA progressing
+    else:                    # servers (and the idle trainer) wait as servers serve
+        serve_until(done)
     ctx.finalize()
 
 

@@ -1,6 +1,7 @@
 """RowStore: rows in MPI windows, read and written one-sided, at any rank count,
 with and without virtual nodes, memory shared per host or per (virtual) node."""
 import os
+import re
 import sys
 
 import numpy as np
@@ -305,3 +306,7 @@ def test_tcp_servers_and_trainers(mpirun):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert res.stdout.count("windows_tcp_job ok") == 2, res.stdout
     assert "routes {0: 'rma', 2: 'direct'}" in res.stdout or "routes {0: 'direct', 2: 'rma'}" in res.stdout
+    # the servers, waiting as they serve, saw the trainers' requests come over their sockets
+    # (so they polled on instead of sleeping: hpcgnn.comm.progress)
+    polls = [int(x) for x in re.findall(r"server polls with traffic (\d+)", res.stdout)]
+    assert len(polls) == 2 and min(polls) > 0, res.stdout

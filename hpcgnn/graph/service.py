@@ -15,10 +15,10 @@ runs a command that is valid; anything that still fails on a follower aborts the
 from __future__ import annotations
 
 import os
-import time
 
 from ..comm.batches import BatchChannel
 from ..comm.control import SHUTDOWN, ControlChannel
+from ..comm.progress import IdleBackoff
 from ..errors import InputError
 
 
@@ -29,8 +29,9 @@ class Service:
     #: progress for one-sided traffic aimed at them) and sleeping up to
     #: :attr:`max_idle_s` in between, instead of a blocking receive: Open MPI's
     #: blocking receive spins on a core, which on a node with fewer cores than ranks
-    #: takes the trainers' CPU.  ``HPCGNN_SERVER_WAIT=block`` restores the blocking
-    #: receive (lowest latency for RMA that needs the target's progress, e.g. TCP).
+    #: takes the trainers' CPU.  They do not sleep while socket traffic flows (RMA over
+    #: TCP being served: :class:`hpcgnn.comm.progress.IdleBackoff`).
+    #: ``HPCGNN_SERVER_WAIT=block`` restores the blocking receive.
     poll_idle = os.environ.get("HPCGNN_SERVER_WAIT", "poll") != "block"
     max_idle_s = 1e-3
 
@@ -98,16 +99,15 @@ class Service:
             while self.run_command(*self.channel.recv()):
                 pass
             return
-        idle = 0.0
-        while True:
-            cmd = self.channel.poll()
-            if cmd is not None:
-                if not self.run_command(*cmd):
+        wait = IdleBackoff(self.max_idle_s)
+        try:
+            while True:
+                cmd = self.channel.poll()
+                if cmd is not None and not self.run_command(*cmd):
                     return
-                idle = 0.0
-            else:
-                idle = min(self.max_idle_s, idle * 2 or 1e-5)
-                time.sleep(idle)
+                wait(cmd is not None)
+        finally:
+            wait.close()
 
     def run_command(self, op: str, args: tuple) -> bool:
         """Follower: run one command; False once it was the shutdown."""

@@ -24,12 +24,12 @@ waits for a batch that will never come.
 """
 from __future__ import annotations
 
-import time
 from collections import deque
 
 import numpy as np
 import torch
 
+from ..comm.progress import IdleBackoff
 from .batch import MiniBatch
 
 _ARRAYS = ("n_id", "e_id", "edge_index", "x", "y", "edge_label_index", "edge_label", "input_id", "n_type", "e_type")
@@ -133,27 +133,26 @@ class SamplerWorker:
         self.order_cache: dict[tuple[int, int, int], np.ndarray] = {}
 
     def serve(self) -> None:
-        idle = 0.0
-        while True:
-            busy = False
-            cmd = self.svc.channel.poll()
-            if cmd is not None:
-                if not self.svc.run_command(*cmd):
-                    self._flush()
-                    return
-                busy = True
-            msg = self.channel.poll_request()
-            if msg is not None:
-                self._handle(msg)
-                busy = True
-            if self._produce_one():
-                busy = True
-            self.sending = [(r, a) for r, a in self.sending if not self.channel.done(r)]
-            if busy:
-                idle = 0.0
-            else:
-                idle = min(1e-3, idle * 2 or 1e-5)
-                time.sleep(idle)
+        wait = IdleBackoff(self.svc.max_idle_s)
+        try:
+            while True:
+                busy = False
+                cmd = self.svc.channel.poll()
+                if cmd is not None:
+                    if not self.svc.run_command(*cmd):
+                        self._flush()
+                        return
+                    busy = True
+                msg = self.channel.poll_request()
+                if msg is not None:
+                    self._handle(msg)
+                    busy = True
+                if self._produce_one():
+                    busy = True
+                self.sending = [(r, a) for r, a in self.sending if not self.channel.done(r)]
+                wait(busy)
+        finally:
+            wait.close()
 
     def _handle(self, msg) -> None:
         kind, lid, trainer = msg[0], msg[1], msg[2]

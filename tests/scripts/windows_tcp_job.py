@@ -1,11 +1,12 @@
 """RowStore over TCP (``--mca btl self,tcp --mca osc sm,pt2pt``, HPCGNN_SHM_SCOPE=node),
-4 ranks as 2 virtual nodes of server + trainer.  Servers own the rows and sit in a
-barrier (which keeps osc pt2pt progressing) while trainers read and write them."""
+4 ranks as 2 virtual nodes of server + trainer.  Servers own the rows and wait as
+they do when serving (polling, which keeps osc pt2pt progressing) while trainers read and write them."""
 import numpy as np
 
 import hpcgnn
 import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI
+from hpcgnn.comm.progress import serve_until
 from hpcgnn.comm.windows import RowStore
 
 world = MPI.COMM_WORLD
@@ -33,5 +34,10 @@ if ctx.is_trainer:
     # at once: print's pieces as separate writes interleaved, "routesroutes  {...")
     print(f"routes {st.routes()}", flush=True)
     print("windows_tcp_job ok", flush=True)
-world.Barrier()                      # servers wait here, progressing RMA
+done = world.Ibarrier()
+if ctx.is_trainer:
+    done.Wait()
+else:                                # servers wait as they do when serving: polling MPI,
+    polls = serve_until(done)        # sleeping only while no socket traffic comes
+    print(f"server polls with traffic {polls}", flush=True)
 ctx.finalize()
