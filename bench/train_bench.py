@@ -29,6 +29,13 @@ the pairs of the distributed run's mean epoch per step, and
 ``distributed_best_epoch_s_per_step`` its best epoch of any pair (on a shared machine
 noise only adds time); ``dgl_equal_steps`` compares both with DGL's row at its
 inferred number of steps.
+
+With ``--dgl-venv VENV`` (made by ``bench/dgl_peer/setup.sh``) the same run also
+partitions the graph with DGL's partitioner and trains it with DGL's distributed
+module (``bench/dgl_peer``: 2 emulated machines of a server and a trainer on this
+host, the same settings and epochs): ``dgl_peer`` holds its epoch, breakdown, step
+count and test accuracy, and ``dgl_peer_over_ours_at_equal_steps`` compares its epoch
+with our time for as many steps (the target is >= 2).
 """
 import argparse
 import json
@@ -112,6 +119,10 @@ def main():
                          "steps: the same seeds); 0: full passes")
     ap.add_argument("--feature-rows", default="auto", choices=("auto", "copy", "refs"),
                     help="hpcgnn train's feature_rows for both runs")
+    ap.add_argument("--dgl-venv",
+                    help="a virtual environment with DGL (bench/dgl_peer/setup.sh): also run DGL's distributed "
+                         "training on the same graph in this run (2 machines of a server and a trainer, same "
+                         "settings and epochs) and compare at equal steps")
     ap.add_argument("--pairs", type=int, default=1,
                     help="run distributed and single this many times, alternating (this machine's speed drifts "
                          "between runs); the ratio and the step time are medians over the pairs, the "
@@ -129,7 +140,9 @@ def main():
         dist_steps.append(dist["epoch_s"] / dist["steps_per_epoch"])
         dist_best.append(dist["best_epoch_s"] / dist["steps_per_epoch"])
     with open(cfg) as f:
-        n = json.load(f)["num_nodes"]
+        meta = json.load(f)
+    n = meta["num_nodes"]
+    peer = run_dgl_peer(a, meta, runs) if a.dgl_venv else None
     out = {"bench": "train", "graph": {"config": os.path.abspath(cfg), "nodes": n}, "epochs": a.epochs,
            "epoch_steps": a.epoch_steps or "full",
            "settings": {"hidden": a.hidden, "fanouts": a.fanouts, "batch": a.batch, "layout": a.layout,
@@ -167,7 +180,42 @@ def main():
             "dgl_over_ours_at_equal_steps_best_epoch": {
                 k: round(DGL[n]["epoch_s"] / (v * out["distributed_best_epoch_s_per_step"]), 2)
                 for k, v in steps.items()}}
+    if peer is not None:
+        # DGL's steps per trainer are counted, not inferred: our time for as many steps
+        ours = out["distributed_s_per_step"] * peer["steps_per_epoch"]
+        out["dgl_peer"] = {k: v for k, v in peer.items() if k != "epochs"}
+        out["dgl_peer_epochs"] = peer["epochs"]
+        out["dgl_peer_over_ours_at_equal_steps"] = round(peer["epoch_s"] / ours, 2)
+        out["dgl_peer_over_ours_at_equal_steps_best_epoch"] = round(
+            peer["best_epoch_s"] / (out["distributed_best_epoch_s_per_step"] * peer["steps_per_epoch"]), 2)
+        out["dgl_peer_fetch_over_ours"] = round(peer["fetch_s"] / peer["steps_per_epoch"] /
+                                                max(dist["fetch_s"] / dist["steps_per_epoch"], 1e-9), 2)
     print(json.dumps(out), flush=True)
+
+
+def run_dgl_peer(a, meta: dict, runs: str) -> dict:
+    """DGL's distributed training on the same raw graph (partitioned by DGL's own
+    partitioner, 2 parts), same settings and epochs, in this run."""
+    py = os.path.join(a.dgl_venv, "bin", "python")
+    raw = meta["source"]["path"]
+    parts = os.path.join(runs, "dgl_parts")
+    res = subprocess.run([py, os.path.join(HERE, "dgl_peer", "partition.py"), raw, parts, "--parts", "2"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.stderr.write(res.stdout[-3000:] + res.stderr[-3000:])
+        raise SystemExit("train_bench: DGL's partitioning failed")
+    part = json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+    fan = ",".join(reversed(a.fanouts.split(",")))          # DGL lists the input layer first
+    cmd = [py, os.path.join(HERE, "dgl_peer", "run.py"), "--part-config", part["config"],
+           "--classes", str(meta["num_classes"]), "--epochs", str(a.epochs), "--epoch-steps", str(a.epoch_steps),
+           "--batch", str(a.batch), "--fanouts", fan, "--hidden", str(a.hidden), "--lr", "0.003"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.stderr.write(res.stdout[-3000:] + res.stderr[-3000:])
+        raise SystemExit("train_bench: the DGL peer run failed")
+    peer = json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+    peer["partition_s"], peer["partition_peak_rss_gib"] = part["partition_s"], part["peak_rss_gib"]
+    return peer
 
 
 if __name__ == "__main__":

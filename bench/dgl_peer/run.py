@@ -1,0 +1,90 @@
+"""Start DGL's distributed training (bench/dgl_peer/train.py) on this one host the way
+TARGETS.md describes its rows: 2 partitions, 2 servers + 2 trainers, each
+(server, trainer) pair an emulated machine.
+
+DGL keys its shared memory by graph name, so two machines on one host would share
+(and overwrite) each other's segments.  Each emulated machine therefore runs in its
+own mount and IPC namespace (``unshare``, root) with a private ``/dev/shm``; all share
+the host's network (loopback), each machine's server on its own port.  No ssh, no
+launcher: the processes get the environment DGL's launcher would give them.
+
+    .dglvenv/bin/python bench/dgl_peer/run.py --part-config PEER.json --classes 16 [train.py options]
+
+Prints one JSON object: trainer 0's epochs (the first is warm-up) and final test
+accuracy, with means over the later epochs.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--part-config", required=True)
+    ap.add_argument("--machines", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=1800)
+    a, rest = ap.parse_known_args()
+    with open(a.part_config) as f:
+        name = json.load(f)["graph_name"]
+    work = tempfile.mkdtemp(prefix="hpcgnn-dglpeer-")
+    ipcfg = os.path.join(work, "ip_config.txt")
+    with open(ipcfg, "w") as f:
+        for _ in range(a.machines):
+            f.write(f"127.0.0.1 {free_port()}\n")
+    common = {"DGL_DIST_MODE": "distributed", "DGL_NUM_SERVER": "1", "DGL_NUM_SAMPLER": "0",
+              "DGL_IP_CONFIG": ipcfg, "DGL_CONF_PATH": os.path.abspath(a.part_config),
+              "DGL_NUM_CLIENT": str(a.machines), "DGL_GRAPH_FORMAT": "csc", "OMP_NUM_THREADS": "1",
+              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(a.machines)}
+    script = [sys.executable, os.path.join(HERE, "train.py"), "--ip-config", ipcfg,
+              "--part-config", os.path.abspath(a.part_config), "--graph-name", name, *rest]
+    procs = []
+    for k in range(a.machines):
+        server = {"DGL_ROLE": "server", "DGL_SERVER_ID": str(k)}
+        trainer = {"DGL_ROLE": "client", "HPCGNN_PEER_MACHINE": str(k), "RANK": str(k), "DGL_GROUP_ID": "0"}
+        env_of = lambda d: " ".join(f"{key}={val}" for key, val in {**common, **d}.items())   # noqa: E731
+        cmd = " ".join(script)
+        shell = (f"mount -t tmpfs tmpfs /dev/shm && "
+                 f"(env {env_of(server)} {cmd} > {work}/server{k}.log 2>&1 &) && "
+                 f"exec env {env_of(trainer)} {cmd}")
+        out = open(os.path.join(work, f"trainer{k}.log"), "w")
+        procs.append(subprocess.Popen(["unshare", "--mount", "--ipc", "--propagation", "private", "--",
+                                       "sh", "-c", shell], stdout=out, stderr=subprocess.STDOUT))
+    failed = False
+    for p in procs:
+        try:
+            failed |= p.wait(timeout=a.timeout) != 0
+        except subprocess.TimeoutExpired:
+            p.kill()
+            failed = True
+    if failed:
+        for fn in sorted(os.listdir(work)):
+            if fn.endswith(".log"):
+                with open(os.path.join(work, fn)) as f:
+                    sys.stderr.write(f"--- {fn}\n" + f.read()[-3000:])
+        raise SystemExit("dgl peer run failed")
+    with open(os.path.join(work, "trainer0.log")) as f:
+        rows = [json.loads(ln) for ln in f if ln.startswith("{")]
+    epochs = [r for r in rows if r["kind"] == "epoch"]
+    later = epochs[1:] or epochs
+    keys = ("epoch_s", "sample_s", "fetch_s", "compute_s", "sampled_edges_per_s")
+    mean = {k: round(sum(r[k] for r in later) / len(later), 4) for k in keys}
+    final = [r for r in rows if r["kind"] == "final"][-1]
+    print(json.dumps({"peer": "dgl", "steps_per_epoch": epochs[0]["steps"], **mean,
+                      "best_epoch_s": min(r["epoch_s"] for r in later), "test_acc": final["test_acc"],
+                      "inference_s": final["inference_s"], "epochs": epochs}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
