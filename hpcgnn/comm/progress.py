@@ -25,8 +25,10 @@ IO_PATH = "/proc/self/io"
 class SocketTraffic:
     """Whether this process read or wrote bytes through system calls since the last
     :meth:`moved` (Linux's per-process I/O counters, ``rchar + wchar`` of
-    ``/proc/self/io``; the counters' own reads are subtracted).  Where the file cannot
-    be read, :meth:`moved` is always False (the caller then just backs off).
+    ``/proc/self/io``; the counters' own reads are subtracted).  They count the
+    ``read``/``write`` family (Open MPI's TCP transport uses ``readv``/``writev``), not
+    ``send``/``recv``, and any file I/O of the process too.  Where the file cannot be
+    read, :meth:`moved` is always False (the caller then just backs off).
     Independent; for one thread at a time."""
 
     def __init__(self, path: str = IO_PATH):
