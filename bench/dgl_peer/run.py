@@ -16,6 +16,7 @@ accuracy, with means over the later epochs.
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -60,15 +61,20 @@ def main():
                  f"exec env {env_of(trainer)} {cmd}")
         out = open(os.path.join(work, f"trainer{k}.log"), "w")
         procs.append(subprocess.Popen(["unshare", "--mount", "--ipc", "--propagation", "private", "--",
-                                       "sh", "-c", shell], stdout=out, stderr=subprocess.STDOUT))
+                                       "sh", "-c", shell], stdout=out, stderr=subprocess.STDOUT,
+                                      start_new_session=True))
     failed = False
     for p in procs:
         try:
             failed |= p.wait(timeout=a.timeout) != 0
         except subprocess.TimeoutExpired:
-            p.kill()
             failed = True
-    if failed:
+    if failed:                           # a server left waiting for its clients goes too
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for fn in sorted(os.listdir(work)):
             if fn.endswith(".log"):
                 with open(os.path.join(work, fn)) as f:
