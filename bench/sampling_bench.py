@@ -14,13 +14,16 @@ rates are per core.  Prints one JSON object:
 * ``sampler``: ``NeighborSampler.sample`` end to end (RowStore reads of the ranges
   and endpoints included);
 * ``numpy``: the same hops in vectorised NumPy (random keys + lexsort for the
-  without-replacement draw, ``np.unique`` for the relabel) - the floor.
+  without-replacement draw, ``np.unique`` for the relabel) - the floor;
+* ``dgl`` (with ``--dgl-venv``): DGL's ``NeighborSampler.sample_blocks`` on the same
+  CSR and seeds in the DGL environment (bench/dgl_peer/sampling.py), one core.
 
     OMP_NUM_THREADS=1 python bench/sampling_bench.py --nodes 300000 --degree 25
 """
 import argparse
 import json
 import os
+import subprocess
 import tempfile
 import time
 
@@ -111,6 +114,8 @@ def main():
     ap.add_argument("--numpy-batches", type=int, default=5)
     ap.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
     ap.add_argument("--reuse", action="store_true", help="reuse the partitioned graph already in --dir")
+    ap.add_argument("--dgl-venv", help="a virtual environment with DGL (bench/dgl_peer/setup.sh): also time "
+                                       "DGL's sampler on the same CSR and seeds in this run")
     a = ap.parse_args()
     fanouts = [int(x) for x in a.fanouts.split(",")]
     tmp = a.dir or tempfile.mkdtemp(prefix="hpcgnn-sbench-")
@@ -146,8 +151,28 @@ def main():
            "kernel_over_numpy": round(res_k["edges_per_s_per_core"] / res_n["edges_per_s_per_core"], 2),
            "sampler_over_numpy": round(res_s["edges_per_s_per_core"] / res_n["edges_per_s_per_core"], 2),
            "target_edges_per_s_per_core": 8_000_000}
+    if a.dgl_venv:
+        out["dgl"] = dgl_sampling(a, tmp, indptr, indices, seed_sets[:a.batches])
+        out["kernel_over_dgl"] = round(res_k["edges_per_s_per_core"] / out["dgl"]["edges_per_s_per_core"], 2)
+        out["sampler_over_dgl"] = round(res_s["edges_per_s_per_core"] / out["dgl"]["edges_per_s_per_core"], 2)
+        out["target_over_dgl"] = 2.0
     print(json.dumps(out))
     g._ctx.finalize()
+
+
+def dgl_sampling(a, tmp, indptr, indices, seed_sets) -> dict:
+    """DGL's sampler (bench/dgl_peer/sampling.py) on the same CSR and seeds, one core."""
+    d = os.path.join(tmp, "dgl_sampling")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "indptr.npy"), indptr)
+    np.save(os.path.join(d, "indices.npy"), np.asarray(indices, dtype=np.int64))
+    np.save(os.path.join(d, "seeds.npy"), np.stack(seed_sets).astype(np.int64))
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dgl_peer", "sampling.py")
+    res = subprocess.run([os.path.join(a.dgl_venv, "bin", "python"), script, d, "--fanouts", a.fanouts],
+                         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if res.returncode != 0:
+        raise SystemExit("sampling_bench: the DGL sampler failed:\n" + res.stderr[-3000:])
+    return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
 
 
 if __name__ == "__main__":
