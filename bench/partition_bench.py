@@ -8,7 +8,9 @@ Reports: wall time of generate and of partition split into its phases, peak RSS 
 each rank, bytes written, ParMETIS' edge cut; and for serial METIS (a child process
 of rank 0, after the parallel job's numbers are taken): time, peak RSS and cut.  The
 ratios compare against that baseline; DGL's published numbers for a graph of the same
-size (../shared/TARGETS.md) are printed alongside for reference only.
+size (../shared/TARGETS.md) are printed alongside for reference only.  With
+``--dgl-venv`` (bench/dgl_peer/setup.sh) DGL's own ``partition_graph`` (METIS, one
+process, training nodes balanced) partitions the same graph in the same run too.
 """
 import argparse
 import json
@@ -37,6 +39,8 @@ def main():
     p.add_argument("--balance-ntypes", nargs="*", default=["train_mask"])
     p.add_argument("--workdir", default=None)
     p.add_argument("--skip-metis", action="store_true")
+    p.add_argument("--dgl-venv", help="a virtual environment with DGL (bench/dgl_peer/setup.sh): also partition "
+                                      "the same graph with DGL's partition_graph in this run")
     p.add_argument("--coarsen", choices=["auto", "none", "lp"], default="auto",
                    help="partition_graph(coarsen=...): auto (default) is lp at this size")
     a = p.parse_args()
@@ -82,6 +86,15 @@ def main():
             res["speedup_vs_metis_serial"] = round(m["total_s"] / res["partition_s"], 2)
             res["cut_ratio_vs_metis"] = round(res["edge_cut_fraction"] / max(m["edge_cut_fraction"], 1e-9), 3)
             res["memory_ratio_vs_metis_serial"] = round(max(rss) / max(m["peak_rss_gib"], 1e-9), 3)
+        if a.dgl_venv:
+            cmd = [os.path.join(a.dgl_venv, "bin", "python"), os.path.join(os.path.dirname(__file__), "dgl_peer",
+                   "partition.py"), raw, os.path.join(work, "dgl_parts"), "--parts", str(a.num_parts)]
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
+            run = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            d = json.loads([ln for ln in run.stdout.splitlines() if ln.startswith("{")][-1])
+            res["dgl"] = d
+            res["speedup_vs_dgl"] = round(d["partition_s"] / res["partition_s"], 2)
+            res["memory_ratio_vs_dgl"] = round(max(rss) / max(d["peak_rss_gib"], 1e-9), 3)
         res["dgl_reference"] = DGL_REFERENCE
         res["speedup_vs_dgl_reference"] = round(DGL_REFERENCE["partition_s"] / res["partition_s"], 2)
         print(json.dumps(res), flush=True)
