@@ -50,12 +50,14 @@ def main():
               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(a.machines)}
     script = [sys.executable, os.path.join(HERE, "train.py"), "--ip-config", ipcfg,
               "--part-config", os.path.abspath(a.part_config), "--graph-name", name, *rest]
+    def env_of(role: dict) -> str:
+        return " ".join(f"{key}={val}" for key, val in {**common, **role}.items())
+
+    cmd = " ".join(script)
     procs = []
     for k in range(a.machines):
         server = {"DGL_ROLE": "server", "DGL_SERVER_ID": str(k)}
         trainer = {"DGL_ROLE": "client", "HPCGNN_PEER_MACHINE": str(k), "RANK": str(k), "DGL_GROUP_ID": "0"}
-        env_of = lambda d: " ".join(f"{key}={val}" for key, val in {**common, **d}.items())   # noqa: E731
-        cmd = " ".join(script)
         shell = (f"mount -t tmpfs tmpfs /dev/shm && "
                  f"(env {env_of(server)} {cmd} > {work}/server{k}.log 2>&1 &) && "
                  f"exec env {env_of(trainer)} {cmd}")
