@@ -16,6 +16,7 @@ accuracy, with means over the later epochs.
 import argparse
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -51,15 +52,15 @@ def main():
     script = [sys.executable, os.path.join(HERE, "train.py"), "--ip-config", ipcfg,
               "--part-config", os.path.abspath(a.part_config), "--graph-name", name, *rest]
     def env_of(role: dict) -> str:
-        return " ".join(f"{key}={val}" for key, val in {**common, **role}.items())
+        return " ".join(f"{key}={shlex.quote(val)}" for key, val in {**common, **role}.items())
 
-    cmd = " ".join(script)
+    cmd = " ".join(shlex.quote(x) for x in script)
     procs = []
     for k in range(a.machines):
         server = {"DGL_ROLE": "server", "DGL_SERVER_ID": str(k)}
         trainer = {"DGL_ROLE": "client", "HPCGNN_PEER_MACHINE": str(k), "RANK": str(k), "DGL_GROUP_ID": "0"}
         shell = (f"mount -t tmpfs tmpfs /dev/shm && "
-                 f"(env {env_of(server)} {cmd} > {work}/server{k}.log 2>&1 &) && "
+                 f"(env {env_of(server)} {cmd} > {shlex.quote(os.path.join(work, f'server{k}.log'))} 2>&1 &) && "
                  f"exec env {env_of(trainer)} {cmd}")
         out = open(os.path.join(work, f"trainer{k}.log"), "w")
         procs.append(subprocess.Popen(["unshare", "--mount", "--ipc", "--propagation", "private", "--",
