@@ -1,10 +1,12 @@
-"""How serving ranks wait (hpcgnn.comm.progress): socket traffic seen, sleeps backed off."""
+"""How serving ranks wait (hpcgnn.comm.progress): socket traffic seen, sleeps backed off
+and ended by bytes arriving."""
 import os
 import socket
+import threading
 
 import pytest
 
-from hpcgnn.comm.progress import IdleBackoff, SocketTraffic
+from hpcgnn.comm.progress import IdleBackoff, SocketTraffic, SocketWait
 
 linux_io = pytest.mark.skipif(not SocketTraffic().available, reason="no /proc/self/io here")
 
@@ -38,7 +40,7 @@ def test_missing_counters_mean_no_traffic(tmp_path):
 
 
 def test_backoff_doubles_to_its_cap_and_resets_on_work():
-    w = IdleBackoff(max_s=4e-5, min_s=1e-5, watch_sockets=False)
+    w = IdleBackoff(max_s=4e-5, min_s=1e-5, watch_sockets=False, linger_s=0.0)
     seen = []
     for busy in (False, False, False, False, True, False):
         w(busy)
@@ -49,7 +51,7 @@ def test_backoff_doubles_to_its_cap_and_resets_on_work():
 
 @linux_io
 def test_backoff_polls_on_while_bytes_move():
-    w = IdleBackoff(max_s=1e-3, min_s=1e-5)
+    w = IdleBackoff(max_s=1e-3, min_s=1e-5, linger_s=0.0)
     for _ in range(100):                          # until two quiet polls in a row
         w(False)
         if w.idle == 2e-5:
@@ -68,3 +70,54 @@ def test_backoff_polls_on_while_bytes_move():
         assert w.idle == 1e-5                     # quiet again: back to the shortest sleep
     finally:
         a.close(), b.close(), w.close()
+
+
+def test_backoff_lingers_after_work_without_sleeping():
+    w = IdleBackoff(max_s=1e-3, min_s=1e-5, watch_sockets=False, linger_s=60.0)
+    w(True)
+    for _ in range(5):                            # within the linger: no sleep, no backoff
+        w(False)
+        assert w.idle == 0.0
+    w._linger_until = 0.0                         # the linger over: back off again
+    w(False)
+    assert w.idle == 1e-5
+
+
+linux_fds = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="no /proc/self/fd here")
+
+
+@linux_fds
+def test_socket_wait_ends_when_bytes_arrive():
+    a, b = socket.socketpair()
+    w = SocketWait(rescan_s=0.0)
+    try:
+        timer = threading.Timer(0.05, lambda: a.send(b"request"))
+        timer.start()
+        assert w.sleep(60.0)                      # woken by the bytes, not the timeout
+        assert w.wakeups == 1 and b.fileno() in w.sockets
+        timer.join()
+    finally:
+        a.close(), b.close()
+
+
+@linux_fds
+def test_socket_wait_ignores_a_socket_nobody_reads():
+    a, b = socket.socketpair()
+    w = SocketWait(rescan_s=60.0)
+    try:
+        a.send(b"x")
+        assert w.sleep(1e-3)                      # readable: ends the sleep
+        w.activity()                              # the caller moved bytes: a real wake-up
+        assert w.sleep(1e-3) and b.fileno() in w.sockets
+        assert not w.sleep(1e-3)                  # still readable, nothing moved: left out
+        assert b.fileno() not in w.sockets and w.wakeups == 2
+        b.recv(16)
+        w._scanned = float("-inf")                # the next scan takes it back
+        assert not w.sleep(1e-3) and b.fileno() in w.sockets
+    finally:
+        a.close(), b.close()
+
+
+def test_socket_wait_without_proc_sleeps_plainly(tmp_path):
+    w = SocketWait(fd_dir=str(tmp_path / "absent"))
+    assert not w.sleep(1e-4) and w.sockets == [] and w.wakeups == 0

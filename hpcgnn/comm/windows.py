@@ -325,8 +325,9 @@ class RowStore:
             pos = pos[~direct[range_of[pos]]]
             if len(pos):
                 owners = range_of[pos]
-                pos = pos[np.argsort(owners, kind="stable")]
                 counts = np.bincount(owners, minlength=K)
+                if np.count_nonzero(counts) > 1:     # group by range (one range: as is)
+                    pos = pos[np.argsort(owners, kind="stable")]
                 ends = np.cumsum(counts)
                 for k in np.flatnonzero(counts).tolist():
                     a, b = int(ends[k] - counts[k]), int(ends[k])
