@@ -2,7 +2,7 @@
 # mpi4py's Datatype.Create_hindexed_block converts its displacements entry by entry
 # (~0.4 us each: 40 ms for a 100k-row gather); here the NumPy array is handed to
 # MPI as it is, without the GIL.
-from libc.stdint cimport int64_t, int32_t, uintptr_t
+from libc.stdint cimport int64_t, int32_t, uint8_t, uintptr_t
 from libc.limits cimport INT_MAX
 from mpi4py cimport MPI as _MPI
 from mpi4py import MPI as _pyMPI
@@ -132,3 +132,41 @@ def gather_addresses(const uintptr_t[::1] addr, dst):
         raise ValueError(f"gather_addresses: row {i} has no address")
     with nogil:
         hpcgnn_gather_addresses(&addr[0], n, d.shape[1], <char *>&d[0, 0])
+
+
+def group_by_range(const int32_t[::1] range_of, const uint8_t[::1] skip, const int64_t[::1] ids,
+                   const int64_t[::1] bounds):
+    """The positions left for one-sided reads, grouped by range: ``(pos, offs,
+    counts)``, where ``pos`` lists every ``i`` with ``range_of[i] = k >= 0`` and
+    ``skip[k] == 0``, range by range and in order inside each range (a counting sort),
+    ``offs[j] = ids[pos[j]] - bounds[k]`` (the row inside its range) and ``counts[k]``
+    the number of positions of range ``k``.  The GIL is released.  Independent."""
+    cdef int64_t n = range_of.shape[0], i, k
+    cdef int K = <int>(bounds.shape[0] - 1)
+    if ids.shape[0] != n or skip.shape[0] != K:
+        raise ValueError("group_by_range: need one id per range_of entry and one skip flag per range")
+    counts_a = np.zeros(K, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_a
+    cdef int64_t total = 0
+    with nogil:
+        for i in range(n):
+            k = range_of[i]
+            if k >= 0 and k < K and skip[k] == 0:
+                counts[k] += 1
+                total += 1
+    pos_a = np.empty(total, dtype=np.int64)
+    offs_a = np.empty(total, dtype=np.int64)
+    start_a = np.zeros(K, dtype=np.int64)
+    cdef int64_t[::1] pos = pos_a, offs = offs_a, start = start_a
+    cdef int64_t j
+    with nogil:
+        for k in range(1, K):
+            start[k] = start[k - 1] + counts[k - 1]
+        for i in range(n):
+            k = range_of[i]
+            if k >= 0 and k < K and skip[k] == 0:
+                j = start[k]
+                pos[j] = i
+                offs[j] = ids[i] - bounds[k]
+                start[k] = j + 1
+    return pos_a, offs_a, counts_a

@@ -62,6 +62,7 @@ from .datatypes import op_name as _op_name
 from .mpi import MPI, serialized
 from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
 from .._ext import row_addresses as _ext_row_addresses
+from .._ext import group_by_range as _ext_group_by_range
 
 try:
     import torch
@@ -182,6 +183,7 @@ class RowStore:
         self._route = np.empty(K, dtype=np.int64)
         self._target = np.empty(K, dtype=np.int64)
         self._views: dict[int, np.ndarray] = {}
+        self._readable_cache = None
         for k in range(K):
             o = int(self._owners[k])
             if ctx.node_of(o) == ctx.node_id:
@@ -299,12 +301,15 @@ class RowStore:
         """``(bounds, direct, bases)`` for the compiled lookups: the range bounds as
         int64, which ranges this rank reads in place, and their first rows' addresses
         (0 for the others)."""
-        K = len(self._bounds) - 1
-        direct = np.array([self._direct(k) for k in range(K)], dtype=bool)
-        bases = np.zeros(K, dtype=np.uintp)
-        for k in np.flatnonzero(direct):
-            bases[k] = self._views[k].ctypes.data
-        return np.ascontiguousarray(self._bounds, dtype=np.int64), direct, bases
+        key = bool(self.direct_shm_reads)
+        if self._readable_cache is None or self._readable_cache[0] != key:
+            K = len(self._bounds) - 1
+            direct = np.array([self._direct(k) for k in range(K)], dtype=bool)
+            bases = np.zeros(K, dtype=np.uintp)
+            for k in np.flatnonzero(direct):
+                bases[k] = self._views[k].ctypes.data
+            self._readable_cache = (key, np.ascontiguousarray(self._bounds, dtype=np.int64), direct, bases)
+        return self._readable_cache[1:]
 
     def _gather_ranges(self, ids: np.ndarray, out: np.ndarray, cache=None) -> np.ndarray:
         """The compiled path: one C pass copies every row of a directly readable range
@@ -321,20 +326,15 @@ class RowStore:
         if not direct.all():
             # which ids need a Get: a pass with no readable range only labels them
             _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of, cids, crows)
-            pos = np.flatnonzero(range_of >= 0)
-            pos = pos[~direct[range_of[pos]]]
-            if len(pos):
-                owners = range_of[pos]
-                counts = np.bincount(owners, minlength=K)
-                if np.count_nonzero(counts) > 1:     # group by range (one range: as is)
-                    pos = pos[np.argsort(owners, kind="stable")]
-                ends = np.cumsum(counts)
-                for k in np.flatnonzero(counts).tolist():
-                    a, b = int(ends[k] - counts[k]), int(ends[k])
-                    win = self._shwin if self._route[k] == SHM else self._win
-                    # each row lands in its place in ``out`` (no buffer, no second copy)
-                    pending += self._rma(win, int(self._target[k]), k, ids[pos[a:b]] - self._bounds[k],
-                                         flat, "get", origin_rows=pos[a:b])
+            # positions of the ids to fetch, grouped by range, and their rows in it
+            pos, offs, counts = _ext_group_by_range(range_of, direct.view(np.uint8), ids, bounds)
+            ends = np.cumsum(counts)
+            for k in np.flatnonzero(counts).tolist():
+                a, b = int(ends[k] - counts[k]), int(ends[k])
+                win = self._shwin if self._route[k] == SHM else self._win
+                # each row lands in its place in ``out`` (no buffer, no second copy)
+                pending += self._rma(win, int(self._target[k]), k, offs[a:b], flat, "get",
+                                     origin_rows=pos[a:b])
         hits = None
         if not direct.all() and cids is not None:
             hits = int(np.count_nonzero(range_of == -2))
