@@ -34,6 +34,15 @@ def test_socket_traffic_is_seen_and_its_own_reads_are_not():
     assert not t.moved()                          # closed: never traffic
 
 
+def test_socket_traffic_reads_the_counters_in_either_order(tmp_path):
+    for text in (b"rchar: 7\nwchar: 5\nsyscr: 1\n", b"syscr: 1\nwchar: 5\nrchar: 7\n"):
+        f = tmp_path / "io"
+        f.write_bytes(text)
+        t = SocketTraffic(str(f))
+        assert t.available and t._total() + t._own == 12      # rchar + wchar, its own reads apart
+        t.close()
+
+
 def test_missing_counters_mean_no_traffic(tmp_path):
     t = SocketTraffic(str(tmp_path / "absent"))
     assert not t.available and not t.moved()

@@ -1,8 +1,9 @@
-"""The compiled grouping of a gather's remote ids by range (hpcgnn._ext.group_by_range)."""
+"""The compiled grouping of a gather's remote ids by range (hpcgnn._ext.group_by_range,
+route_by_range) and how a gather from another host is cut into pieces."""
 import numpy as np
 import pytest
 
-from hpcgnn._ext import group_by_range
+from hpcgnn._ext import group_by_range, route_by_range
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -30,3 +31,50 @@ def test_group_by_range_empty_and_bad_shapes():
     assert len(pos) == len(offs) == 0 and counts.tolist() == [0, 0]
     with pytest.raises(ValueError, match="one skip flag per range"):
         group_by_range(np.zeros(3, np.int32), np.zeros(1, np.uint8), np.zeros(3, np.int64), np.array([0, 5, 9]))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_route_by_range_finds_ranges_and_byte_displacements(seed):
+    rng = np.random.default_rng(seed)
+    bounds = np.array([0, 7, 7, 30, 100, 100], dtype=np.int64)  # two empty ranges
+    K = len(bounds) - 1
+    ids = rng.integers(0, 100, 700).astype(np.int64)
+    skip = np.array([0, 0, 0, 1, 0], dtype=np.uint8)             # range 3 read in place
+    seg_row0 = np.array([0, 7, 0, 23, 0], dtype=np.int64)        # ranges 0-1 share an owner
+    pos, disps, counts = route_by_range(bounds, skip, ids, seg_row0, 12)
+    range_of = np.searchsorted(bounds, ids, side="right") - 1
+    keep = np.flatnonzero(skip[range_of] == 0)
+    want = keep[np.argsort(range_of[keep], kind="stable")]
+    assert np.array_equal(pos, want)
+    k = range_of[want]
+    assert np.array_equal(disps, (ids[want] - bounds[k] + seg_row0[k]) * 12)
+    assert np.array_equal(counts, np.bincount(range_of[keep], minlength=K))
+    assert counts[3] == 0 and counts.sum() == len(keep)
+    # the same grouping as the labelled path
+    p2, offs, c2 = group_by_range(range_of.astype(np.int32), skip, ids, bounds)
+    assert np.array_equal(p2, pos) and np.array_equal(c2, counts)
+
+
+def test_route_by_range_empty_and_bad_shapes():
+    pos, disps, counts = route_by_range(np.array([0, 5, 9]), np.zeros(2, np.uint8), np.zeros(0, np.int64),
+                                        np.zeros(2, np.int64), 4)
+    assert len(pos) == len(disps) == 0 and counts.tolist() == [0, 0]
+    with pytest.raises(ValueError, match="segment row per range"):
+        route_by_range(np.array([0, 5, 9]), np.zeros(2, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64), 4)
+    with pytest.raises(ValueError, match="K >= 1"):
+        route_by_range(np.array([0]), np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64), 4)
+
+
+def test_pipeline_spans_grow_threefold_up_to_the_cap():
+    from hpcgnn.comm.rowstore import pipeline_spans
+
+    spans = pipeline_spans(10_000, 400, 3 << 17, 1 << 22)
+    assert spans == [(0, 983), (983, 3932), (3932, 10_000)]
+    assert pipeline_spans(5, 4, 4, 3) == [(0, 1), (1, 4), (4, 5)]          # 1, 3, then capped
+    assert pipeline_spans(0, 400, 1 << 20, 10) == []
+    assert pipeline_spans(7, 0, 1 << 20, 10) == [(0, 7)]                  # rows of 0 bytes
+    for n, rb, first, cap in ((1, 8, 1, 1), (12_345, 24, 1000, 700), (100, 400, 1, 1000)):
+        spans = pipeline_spans(n, rb, first, cap)
+        assert spans[0][0] == 0 and spans[-1][1] == n                     # covers 0..n once
+        assert all(a == b for (_, a), (b, _) in zip(spans, spans[1:]))
+        assert all(0 < e - s <= cap for s, e in spans)

@@ -156,6 +156,10 @@ def test_gather_other_dtypes_shapes_and_chunks(rpn, shm):
     rng = np.random.default_rng(world.Get_rank())
     ids = rng.integers(0, 501, 1000)
     np.testing.assert_array_equal(st.gather(ids), full[ids])
+    st.get_first_piece_bytes = 2 * st.row_bytes                      # other hosts: Rgets of 2, 6, 7, 7.. rows
+    np.testing.assert_array_equal(st.gather(ids), full[ids])
+    st.get_first_piece_bytes = 0                                     # one Get + Flush per chunk
+    np.testing.assert_array_equal(st.gather(ids[::-1]), full[ids[::-1]])
     ids = rng.integers(0, 77, 100)
     np.testing.assert_array_equal(st16.gather(ids), full16[ids])
     with pytest.raises(InputError, match="accumulate needs a dtype"):

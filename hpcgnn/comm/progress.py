@@ -51,6 +51,11 @@ class SocketTraffic:
     def _total(self) -> int:
         raw = os.pread(self._fd, 512, 0)
         self._own += len(raw)
+        # the file starts "rchar: N\nwchar: M\n": two fields in 0.3 us (a dict of
+        # every line took 2.7 us, on a server's path during each transfer)
+        p = raw.split(None, 4)
+        if len(p) >= 4 and p[0] == b"rchar:" and p[2] == b"wchar:":
+            return int(p[1]) + int(p[3]) - self._own
         fields = dict(line.split(b":", 1) for line in raw.splitlines() if b":" in line)
         return int(fields[b"rchar"]) + int(fields[b"wchar"]) - self._own
 

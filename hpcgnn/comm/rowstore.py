@@ -55,6 +55,22 @@ def as_rows(values, n: int, row_shape: tuple, dtype: np.dtype, where: str) -> np
     return np.ascontiguousarray(arr, dtype=dtype)
 
 
+def pipeline_spans(n: int, row_bytes: int, first_bytes: int, max_rows: int) -> list[tuple[int, int]]:
+    """Cut ``n`` rows into ``[(start, end), ...]`` pieces that grow: the first of about
+    ``first_bytes``, each next one 3x the last, none over ``max_rows`` rows.  A
+    gather from another host issues one ``Rget`` per piece, back to back: the owner
+    starts on a small first piece at once and packs it while the next pieces'
+    datatypes are built here."""
+    rows = max(1, int(first_bytes) // max(int(row_bytes), 1))
+    cap = max(1, int(max_rows))
+    spans, s = [], 0
+    while s < n:
+        e = min(n, s + min(rows, cap))
+        spans.append((s, e))
+        s, rows = e, rows * 3
+    return spans
+
+
 def owner_of(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Range index of every id (``bounds[k] <= id < bounds[k+1]``)."""
     return np.searchsorted(bounds, ids, side="right") - 1

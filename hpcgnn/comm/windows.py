@@ -63,6 +63,7 @@ from .mpi import MPI, serialized
 from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
 from .._ext import row_addresses as _ext_row_addresses
 from .._ext import group_by_range as _ext_group_by_range
+from .._ext import route_by_range as _ext_route_by_range
 
 try:
     import torch
@@ -94,6 +95,12 @@ class RowStore:
     #: Largest number of rows moved by one MPI operation (bounds datatype sizes and
     #: keeps every count and displacement in 32-bit ``int``).
     max_rows_per_op = 1 << 22
+    #: A gather from another host is cut into ``Rget``s issued back to back, the
+    #: first of about this many bytes and each next one 3x larger (up to
+    #: ``max_rows_per_op`` rows), so the owner starts packing a small first piece
+    #: while this rank still builds the next pieces' datatypes (10k rows of 400 B
+    #: over TCP: 5% faster than one ``Get`` and ``Flush``).  0: one ``Get`` per owner.
+    get_first_piece_bytes = 3 << 17
     #: Read rows of other (virtual) nodes of this host straight from the mapped shared
     #: segment instead of with an RMA ``Get`` (``HPCGNN_SHM_READS=rma`` turns it off).
     direct_shm_reads = os.environ.get("HPCGNN_SHM_READS", "direct") != "rma"
@@ -323,23 +330,34 @@ class RowStore:
         range_of = np.empty(n, dtype=np.int32)
         cids, crows = cache if cache is not None else (None, None)
         pending = []
+        in_place = direct.any()
         if not direct.all():
-            # which ids need a Get: a pass with no readable range only labels them
-            _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of, cids, crows)
-            # positions of the ids to fetch, grouped by range, and their rows in it
-            pos, offs, counts = _ext_group_by_range(range_of, direct.view(np.uint8), ids, bounds)
+            if cids is None:
+                # positions of the ids to fetch, grouped by range, and their rows' byte
+                # displacements in the owners' segments (one compiled call)
+                pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids,
+                                                         self._seg_row0, self.row_bytes)
+                in_place = in_place and n > int(counts.sum())     # some ids are read in place
+            else:
+                # which ids need a Get: a pass with no readable range labels them and
+                # copies the cached rows
+                left = _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of, cids, crows)
+                pos, offs, counts = _ext_group_by_range(range_of, direct.view(np.uint8), ids, bounds)
+                disps = (offs + self._seg_row0[np.repeat(np.arange(K), counts)]) * self.row_bytes
+                in_place = in_place and left > int(counts.sum())
             ends = np.cumsum(counts)
             for k in np.flatnonzero(counts).tolist():
                 a, b = int(ends[k] - counts[k]), int(ends[k])
                 win = self._shwin if self._route[k] == SHM else self._win
                 # each row lands in its place in ``out`` (no buffer, no second copy)
-                pending += self._rma(win, int(self._target[k]), k, offs[a:b], flat, "get",
-                                     origin_rows=pos[a:b])
+                pending += self._rma(win, int(self._target[k]), k, None, flat, "get",
+                                     origin_rows=pos[a:b], pipelined=self._route[k] == WORLD,
+                                     disps=disps[a:b])
         hits = None
         if not direct.all() and cids is not None:
             hits = int(np.count_nonzero(range_of == -2))
             cids = crows = None            # the labelling pass copied the cached rows already
-        if direct.any():
+        if in_place:
             _ext_gather_ranges(bases, bounds, ids, flat, range_of, cids, crows)
         self._complete(pending)
         if cache is not None:
@@ -445,24 +463,35 @@ class RowStore:
         return int(self._target[k])
 
     # ------------------------------------------------------------------ RMA core
-    def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None, origin_rows=None):
+    def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None, origin_rows=None,
+             pipelined=False, disps=None):
         """Issue one operation per chunk of at most ``max_rows_per_op`` rows on range
         ``k``; the local side is contiguous (``rows2d``), the target side an indexed
         block of rows.  ``origin_rows`` (gets only): the rows of ``rows2d`` that
         receive, in order (an indexed block on the local side too, unless they are
-        consecutive).  Returns ``[(win, target, datatype), ...]`` to complete."""
+        consecutive).  ``pipelined`` (gets only): growing ``Rget``s
+        (:func:`rowstore.pipeline_spans`) instead of one ``Get``.  ``disps``: the rows'
+        byte displacements in the target's segment, in place of ``offs`` (rows of
+        range ``k``).  Returns ``[(win, target to flush or None, datatype, request or
+        None), ...]`` for :meth:`_complete`."""
         issued = []
-        base = int(self._seg_row0[k])
+        if disps is None:
+            disps = (offs + int(self._seg_row0[k])) * self.row_bytes
+        total = len(disps)
         step = max(1, min(int(self.max_rows_per_op), MAX_OP_BYTES // max(self.row_bytes, 1)))
+        pipelined = pipelined and kind == "get" and self.get_first_piece_bytes > 0
+        if pipelined:
+            spans = rs.pipeline_spans(total, self.row_bytes, self.get_first_piece_bytes, step)
+        else:
+            spans = [(s, min(s + step, total)) for s in range(0, total, step)]
+        flush = None if pipelined else target
         if kind in ("get", "put"):
             old, per_row = MPI.BYTE, self.row_bytes
         else:
             old, per_row = self._elem, self.row_elems
-        for s in range(0, len(offs), step):
-            o = offs[s:s + step]
-            m = len(o)
-            dt = _blocks_type(old, per_row, (o + base) * self.row_bytes)
-            issued.append((win, target, dt))
+        for s, e in spans:
+            m = e - s
+            dt = _blocks_type(old, per_row, disps[s:e])
             if origin_rows is None:
                 origin = [rows2d[s:s + m], m * per_row, old]
             else:
@@ -471,9 +500,14 @@ class RowStore:
                     origin = [rows2d[int(r[0]):int(r[0]) + m], m * per_row, old]
                 else:
                     odt = _blocks_type(old, per_row, r * self.row_bytes)
-                    issued.append((win, target, odt))
+                    issued.append((win, flush, odt, None))
                     origin = [rows2d, 1, odt]
             tgt = [0, 1, dt]
+            if pipelined:
+                # the owner starts on this piece while the next one's datatype is built
+                issued.append((win, None, dt, win.Rget(origin, target, tgt)))
+                continue
+            issued.append((win, flush, dt, None))
             if kind == "get":
                 win.Get(origin, target, tgt)
             elif kind == "put":
@@ -486,12 +520,15 @@ class RowStore:
 
     @staticmethod
     def _complete(pending) -> None:
+        reqs = [req for *_, req in pending if req is not None]
+        if reqs:
+            MPI.Request.Waitall(reqs)
         done = set()
-        for win, target, _ in pending:
-            if (id(win), target) not in done:
+        for win, target, _, _ in pending:
+            if target is not None and (id(win), target) not in done:
                 win.Flush(target)
                 done.add((id(win), target))
-        for _, _, dt in pending:
+        for _, _, dt, _ in pending:
             dt.Free()
 
     # ------------------------------------------------------------------ sync, lifetime

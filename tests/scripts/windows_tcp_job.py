@@ -23,6 +23,11 @@ if ctx.is_trainer:
     for n in (0, 1, 10, 5000):
         ids = rng.integers(0, N, n)
         assert np.array_equal(st.gather(ids), full[ids]), f"gather of {n} rows"
+    st.get_first_piece_bytes = 100 * D * 4       # Rgets of 100, 300, 900, 1000, 1000.. rows
+    st.max_rows_per_op = 1000
+    ids = rng.integers(0, N, 5000)
+    assert np.array_equal(st.gather(ids), full[ids]), "gather in growing pieces"
+    st.get_first_piece_bytes, st.max_rows_per_op = RowStore.get_first_piece_bytes, RowStore.max_rows_per_op
     tc.Barrier()                     # all reads done before anyone writes
     mine = np.arange(tc.Get_rank(), N, tc.Get_size())
     st.scatter(mine, -full[mine])
