@@ -15,7 +15,8 @@ world rank ``owners[k]`` (a server).  Everyone reads and writes rows by global i
 
 Every window is opened once with ``Lock_all`` at creation and closed at
 :meth:`RowStore.free`; a gather issues, per owner, one ``Get`` whose target datatype
-is an indexed block of the requested rows, then ``Flush``.  Writes are ``Put``
+is an indexed block of the requested rows, then ``Flush`` (across hosts: a few growing
+``Rget``s, see :attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put``
 (:meth:`RowStore.scatter`) and ``Accumulate`` / ``Get_accumulate`` (atomic per
 element, the basis of sparse optimizers).
 
@@ -55,11 +56,11 @@ from . import rowstore as rs
 from .agree import agreed
 from .datatypes import ALIGN as _ALIGN
 from .datatypes import MAX_OP_BYTES, MPI_OPS as _MPI_OPS
-from .datatypes import blocks_type as _blocks_type
 from .datatypes import default_owners as _default_owners
 from .datatypes import element_type as _element_type
 from .datatypes import op_name as _op_name
 from .mpi import MPI, serialized
+from . import transfers as _transfers
 from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
 from .._ext import row_addresses as _ext_row_addresses
 from .._ext import group_by_range as _ext_group_by_range
@@ -465,16 +466,10 @@ class RowStore:
     # ------------------------------------------------------------------ RMA core
     def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None, origin_rows=None,
              pipelined=False, disps=None):
-        """Issue one operation per chunk of at most ``max_rows_per_op`` rows on range
-        ``k``; the local side is contiguous (``rows2d``), the target side an indexed
-        block of rows.  ``origin_rows`` (gets only): the rows of ``rows2d`` that
-        receive, in order (an indexed block on the local side too, unless they are
-        consecutive).  ``pipelined`` (gets only): growing ``Rget``s
-        (:func:`rowstore.pipeline_spans`) instead of one ``Get``.  ``disps``: the rows'
-        byte displacements in the target's segment, in place of ``offs`` (rows of
-        range ``k``).  Returns ``[(win, target to flush or None, datatype, request or
-        None), ...]`` for :meth:`_complete`."""
-        issued = []
+        """Issue the operations on range ``k`` (:func:`transfers.issue`): one per chunk
+        of at most ``max_rows_per_op`` rows, or (``pipelined`` gets) growing ``Rget``s
+        (:func:`rowstore.pipeline_spans`).  ``offs``: rows of range ``k``, or
+        ``disps``: their byte displacements in the target's segment."""
         if disps is None:
             disps = (offs + int(self._seg_row0[k])) * self.row_bytes
         total = len(disps)
@@ -484,52 +479,14 @@ class RowStore:
             spans = rs.pipeline_spans(total, self.row_bytes, self.get_first_piece_bytes, step)
         else:
             spans = [(s, min(s + step, total)) for s in range(0, total, step)]
-        flush = None if pipelined else target
         if kind in ("get", "put"):
             old, per_row = MPI.BYTE, self.row_bytes
         else:
             old, per_row = self._elem, self.row_elems
-        for s, e in spans:
-            m = e - s
-            dt = _blocks_type(old, per_row, disps[s:e])
-            if origin_rows is None:
-                origin = [rows2d[s:s + m], m * per_row, old]
-            else:
-                r = origin_rows[s:s + m]
-                if int(r[-1]) - int(r[0]) == m - 1:       # ascending, so consecutive
-                    origin = [rows2d[int(r[0]):int(r[0]) + m], m * per_row, old]
-                else:
-                    odt = _blocks_type(old, per_row, r * self.row_bytes)
-                    issued.append((win, flush, odt, None))
-                    origin = [rows2d, 1, odt]
-            tgt = [0, 1, dt]
-            if pipelined:
-                # the owner starts on this piece while the next one's datatype is built
-                issued.append((win, None, dt, win.Rget(origin, target, tgt)))
-                continue
-            issued.append((win, flush, dt, None))
-            if kind == "get":
-                win.Get(origin, target, tgt)
-            elif kind == "put":
-                win.Put(origin, target, tgt)
-            elif kind == "acc":
-                win.Accumulate(origin, target, tgt, op)
-            else:
-                win.Get_accumulate(origin, [result2d[s:s + m], m * per_row, old], target, tgt, op)
-        return issued
+        return _transfers.issue(win, target, disps, rows2d, kind, spans, old, per_row, self.row_bytes,
+                                op=op, result2d=result2d, origin_rows=origin_rows, requests=pipelined)
 
-    @staticmethod
-    def _complete(pending) -> None:
-        reqs = [req for *_, req in pending if req is not None]
-        if reqs:
-            MPI.Request.Waitall(reqs)
-        done = set()
-        for win, target, _, _ in pending:
-            if target is not None and (id(win), target) not in done:
-                win.Flush(target)
-                done.add((id(win), target))
-        for _, _, dt, _ in pending:
-            dt.Free()
+    _complete = staticmethod(_transfers.complete)
 
     # ------------------------------------------------------------------ sync, lifetime
     @serialized
