@@ -32,7 +32,8 @@ from hpcgnn.comm.windows import RowStore
 
 def timed(fn, repeats):
     """Best time of ``fn(0) .. fn(repeats-1)`` (on a shared machine the minimum is the
-    stable statistic)."""
+    stable statistic; each ratio's times are the best over its block and its
+    interleaved repeats)."""
     ts = []
     for i in range(repeats):
         t = time.perf_counter()
@@ -92,6 +93,11 @@ def main():
                 inter["local"].append(timed(lambda _: st.gather(local_ids[i]), 1))
                 inter["remote"].append(timed(lambda _: st.gather(remote_ids[i]), 1))
             med = {k: float(np.median(np.array(inter["base"]) / np.array(inter[k]))) for k in ("local", "remote")}
+            # the best of every repeat of each (blocks and interleaved alike), so that a
+            # load burst over one block does not decide a ratio
+            base = min(base, *inter["base"])
+            local = min(local, *inter["local"])
+            remote = min(remote, *inter["remote"])
             out = np.empty((m, d), np.float32)
             local_out = timed(lambda i: st.gather(local_ids[i], out=out), args.repeats)
             remote_out = timed(lambda i: st.gather(remote_ids[i], out=out), args.repeats)

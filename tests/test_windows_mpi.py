@@ -314,3 +314,23 @@ def test_tcp_servers_and_trainers(mpirun):
     # (so they polled on instead of sleeping: hpcgnn.comm.progress)
     polls = [int(x) for x in re.findall(r"server polls with traffic (\d+)", res.stdout)]
     assert len(polls) == 2 and min(polls) > 0, res.stdout
+
+
+@pytest.mark.timeout(240)
+def test_gather_bench_runs_over_tcp_and_reports_ratios(mpirun):
+    """bench/gather_bench.py (the issue's TCP command, tiny): one JSON line whose
+    ratios are positive and whose routes are direct + rma."""
+    import json
+
+    if world.Get_size() > 1 and world.Get_rank() != 0:
+        return
+    script = os.path.join(ROOT, "bench", "gather_bench.py")
+    res = mpirun(4, [sys.executable, script, "--rows", "20000", "--dim", "16", "--sizes", "50,3000",
+                     "--repeats", "2"], timeout=200,
+                 mca=[("btl", "self,tcp"), ("osc", "sm,pt2pt")], env={"HPCGNN_SHM_SCOPE": "node"})
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+    assert sorted(out["routes"].values()) == ["direct", "rma"]
+    for size in ("50", "3000"):
+        r = out["sizes"][size]
+        assert r["remote_ratio"] > 0 and r["local_ratio"] > 0 and r["remote_ratio_interleaved_median"] > 0
