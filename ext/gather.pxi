@@ -134,76 +134,52 @@ def gather_addresses(const uintptr_t[::1] addr, dst):
         hpcgnn_gather_addresses(&addr[0], n, d.shape[1], <char *>&d[0, 0])
 
 
-def group_by_range(const int32_t[::1] range_of, const uint8_t[::1] skip, const int64_t[::1] ids,
-                   const int64_t[::1] bounds):
-    """The positions left for one-sided reads, grouped by range: ``(pos, offs,
-    counts)``, where ``pos`` lists every ``i`` with ``range_of[i] = k >= 0`` and
-    ``skip[k] == 0``, range by range and in order inside each range (a counting sort),
-    ``offs[j] = ids[pos[j]] - bounds[k]`` (the row inside its range) and ``counts[k]``
-    the number of positions of range ``k``.  The GIL is released.  Independent."""
-    cdef int64_t n = range_of.shape[0], i, k
-    cdef int K = <int>(bounds.shape[0] - 1)
-    if ids.shape[0] != n or skip.shape[0] != K:
-        raise ValueError("group_by_range: need one id per range_of entry and one skip flag per range")
-    counts_a = np.zeros(K, dtype=np.int64)
-    cdef int64_t[::1] counts = counts_a
-    cdef int64_t total = 0
-    with nogil:
-        for i in range(n):
-            k = range_of[i]
-            if k >= 0 and k < K and skip[k] == 0:
-                counts[k] += 1
-                total += 1
-    pos_a = np.empty(total, dtype=np.int64)
-    offs_a = np.empty(total, dtype=np.int64)
-    start_a = np.zeros(K, dtype=np.int64)
-    cdef int64_t[::1] pos = pos_a, offs = offs_a, start = start_a
-    cdef int64_t j
-    with nogil:
-        for k in range(1, K):
-            start[k] = start[k - 1] + counts[k - 1]
-        for i in range(n):
-            k = range_of[i]
-            if k >= 0 and k < K and skip[k] == 0:
-                j = start[k]
-                pos[j] = i
-                offs[j] = ids[i] - bounds[k]
-                start[k] = j + 1
-    return pos_a, offs_a, counts_a
-
-
 def route_by_range(const int64_t[::1] bounds, const uint8_t[::1] skip, const int64_t[::1] ids,
-                   const int64_t[::1] seg_row0, int64_t row_bytes):
-    """:func:`group_by_range` for a gather with no cache, in one call that finds each
-    id's range itself: ``(pos, disps, counts)``, where ``pos`` lists, range by range
-    and in order inside each, every ``i`` whose range ``k`` has ``skip[k] == 0``,
+                   const int64_t[::1] seg_row0, int64_t row_bytes, labels=None):
+    """The ids a gather reads one-sidedly, grouped by range, in one call:
+    ``(pos, disps, counts)``, where ``pos`` lists, range by range and in order inside
+    each (a counting sort), every ``i`` whose range ``k`` has ``skip[k] == 0``,
     ``disps[j]`` is the byte displacement of row ``ids[pos[j]]`` in its owner's
     segment (``(ids[pos[j]] - bounds[k] + seg_row0[k]) * row_bytes``) and
-    ``counts[k]`` the number of positions of range ``k`` (0 where skipped).  Ids must
-    lie in ``[bounds[0], bounds[K])`` (not checked).  The GIL is released.
-    Independent."""
+    ``counts[k]`` the number of positions of range ``k`` (0 where skipped).
+
+    ``labels`` (int32, one per id, optional): each id's range as a labelling pass
+    already found it, negative for ids not to fetch (e.g. cache hits); without it the
+    ranges are found here and ids must lie in ``[bounds[0], bounds[K])`` (not
+    checked).  The GIL is released.  Independent."""
     cdef int64_t n = ids.shape[0], i, j, v, total = 0
     cdef int K = <int>(bounds.shape[0] - 1)
     cdef int k = 0, lo, hi, mid
     if K < 1 or skip.shape[0] != K or seg_row0.shape[0] != K:
         raise ValueError("route_by_range: need K+1 bounds (K >= 1) and one skip flag and segment row per range")
-    range_a = np.empty(n, dtype=np.int32)
+    cdef bint labelled = labels is not None
+    if labelled:
+        range_a = np.ascontiguousarray(labels, dtype=np.int32)
+        if range_a.shape[0] != n:
+            raise ValueError("route_by_range: need one label per id")
+    else:
+        range_a = np.empty(n, dtype=np.int32)
     counts_a = np.zeros(K, dtype=np.int64)
     cdef int32_t[::1] range_of = range_a
     cdef int64_t[::1] counts = counts_a
     with nogil:
         for i in range(n):
-            v = ids[i]
-            if v < bounds[k] or v >= bounds[k + 1]:
-                lo, hi = 0, K                  # bounds[lo] <= v < bounds[hi]
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    if v >= bounds[mid]:
-                        lo = mid
-                    else:
-                        hi = mid
-                k = lo
-            range_of[i] = k
+            if labelled:
+                k = range_of[i]
+                if k < 0 or k >= K:
+                    continue
+            else:
+                v = ids[i]
+                if v < bounds[k] or v >= bounds[k + 1]:
+                    lo, hi = 0, K                  # bounds[lo] <= v < bounds[hi]
+                    while hi - lo > 1:
+                        mid = (lo + hi) // 2
+                        if v >= bounds[mid]:
+                            lo = mid
+                        else:
+                            hi = mid
+                    k = lo
+                range_of[i] = k
             if skip[k] == 0:
                 counts[k] += 1
                 total += 1
@@ -216,7 +192,7 @@ def route_by_range(const int64_t[::1] bounds, const uint8_t[::1] skip, const int
             start[k] = start[k - 1] + counts[k - 1]
         for i in range(n):
             k = range_of[i]
-            if skip[k] == 0:
+            if k >= 0 and k < K and skip[k] == 0:
                 j = start[k]
                 pos[j] = i
                 disps[j] = (ids[i] - bounds[k] + seg_row0[k]) * row_bytes

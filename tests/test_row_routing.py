@@ -1,13 +1,14 @@
-"""The compiled grouping of a gather's remote ids by range (hpcgnn._ext.group_by_range,
-route_by_range) and how a gather from another host is cut into pieces."""
+"""The compiled grouping of a gather's remote ids by range (hpcgnn._ext.route_by_range,
+with the ranges found or given as labels) and how a gather from another host is cut
+into pieces."""
 import numpy as np
 import pytest
 
-from hpcgnn._ext import group_by_range, route_by_range
+from hpcgnn._ext import route_by_range
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_group_by_range_matches_a_stable_sort(seed):
+def test_route_by_range_with_labels_matches_a_stable_sort(seed):
     rng = np.random.default_rng(seed)
     bounds = np.array([0, 7, 7, 30, 100], dtype=np.int64)       # one empty range
     K = len(bounds) - 1
@@ -15,22 +16,29 @@ def test_group_by_range_matches_a_stable_sort(seed):
     range_of = (np.searchsorted(bounds, ids, side="right") - 1).astype(np.int32)
     range_of[rng.random(500) < 0.2] = -1                         # read in place
     range_of[rng.random(500) < 0.1] = -2                         # from a cache
+    labels = range_of.copy()
     skip = np.array([0, 0, 1, 0], dtype=np.uint8)                # range 2 read directly
-    pos, offs, counts = group_by_range(range_of, skip, ids, bounds)
+    seg_row0 = np.array([0, 0, 0, 7], dtype=np.int64)            # ranges 0 and 3 share an owner
+    pos, disps, counts = route_by_range(bounds, skip, ids, seg_row0, 8, labels=labels)
+    assert np.array_equal(labels, range_of)                      # the labels are not changed
     keep = np.flatnonzero((range_of >= 0) & (skip[np.maximum(range_of, 0)] == 0))
     want = keep[np.argsort(range_of[keep], kind="stable")]
     assert np.array_equal(pos, want)
-    assert np.array_equal(offs, ids[want] - bounds[range_of[want]])
+    k = range_of[want]
+    assert np.array_equal(disps, (ids[want] - bounds[k] + seg_row0[k]) * 8)
     assert np.array_equal(counts, np.bincount(range_of[keep], minlength=K))
     assert counts[2] == 0
 
 
-def test_group_by_range_empty_and_bad_shapes():
-    pos, offs, counts = group_by_range(np.zeros(0, np.int32), np.zeros(2, np.uint8),
-                                       np.zeros(0, np.int64), np.array([0, 5, 9]))
-    assert len(pos) == len(offs) == 0 and counts.tolist() == [0, 0]
-    with pytest.raises(ValueError, match="one skip flag per range"):
-        group_by_range(np.zeros(3, np.int32), np.zeros(1, np.uint8), np.zeros(3, np.int64), np.array([0, 5, 9]))
+def test_route_by_range_labels_out_of_range_are_not_fetched():
+    bounds = np.array([0, 5, 9], dtype=np.int64)
+    ids = np.array([1, 6, 2, 8], dtype=np.int64)
+    pos, disps, counts = route_by_range(bounds, np.zeros(2, np.uint8), ids, np.zeros(2, np.int64), 4,
+                                        labels=np.array([0, 7, -1, 1], np.int32))
+    assert pos.tolist() == [0, 3] and disps.tolist() == [4, 12] and counts.tolist() == [1, 1]
+    with pytest.raises(ValueError, match="one label per id"):
+        route_by_range(bounds, np.zeros(2, np.uint8), ids, np.zeros(2, np.int64), 4,
+                       labels=np.zeros(3, np.int32))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -51,8 +59,8 @@ def test_route_by_range_finds_ranges_and_byte_displacements(seed):
     assert np.array_equal(counts, np.bincount(range_of[keep], minlength=K))
     assert counts[3] == 0 and counts.sum() == len(keep)
     # the same grouping as the labelled path
-    p2, offs, c2 = group_by_range(range_of.astype(np.int32), skip, ids, bounds)
-    assert np.array_equal(p2, pos) and np.array_equal(c2, counts)
+    p2, d2, c2 = route_by_range(bounds, skip, ids, seg_row0, 12, labels=range_of.astype(np.int32))
+    assert np.array_equal(p2, pos) and np.array_equal(d2, disps) and np.array_equal(c2, counts)
 
 
 def test_route_by_range_empty_and_bad_shapes():

@@ -63,7 +63,6 @@ from .mpi import MPI, serialized
 from . import transfers as _transfers
 from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
 from .._ext import row_addresses as _ext_row_addresses
-from .._ext import group_by_range as _ext_group_by_range
 from .._ext import route_by_range as _ext_route_by_range
 
 try:
@@ -343,8 +342,8 @@ class RowStore:
                 # which ids need a Get: a pass with no readable range labels them and
                 # copies the cached rows
                 left = _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of, cids, crows)
-                pos, offs, counts = _ext_group_by_range(range_of, direct.view(np.uint8), ids, bounds)
-                disps = (offs + self._seg_row0[np.repeat(np.arange(K), counts)]) * self.row_bytes
+                pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids, self._seg_row0,
+                                                         self.row_bytes, labels=range_of)
                 in_place = in_place and left > int(counts.sum())
             ends = np.cumsum(counts)
             for k in np.flatnonzero(counts).tolist():
