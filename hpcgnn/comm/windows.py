@@ -10,13 +10,15 @@ world rank ``owners[k]`` (a server).  Everyone reads and writes rows by global i
   rows are copied with plain loads (``HPCGNN_SHM_READS=rma`` uses a passive-target
   ``Get`` on the shared window instead, as osc sm would); writes and atomics go
   through the window;
-* **other host**: one passive-target ``Get`` per owner on a world window created
-  (``Win.Create``) over that same shared memory, so a host holds one copy.
+* **other host**: passive-target reads (a few growing ``Rget``s per owner) on a world
+  window created (``Win.Create``) over that same shared memory, so a host holds one
+  copy.
 
 Every window is opened once with ``Lock_all`` at creation and closed at
-:meth:`RowStore.free`; a gather issues, per owner, one ``Get`` whose target datatype
-is an indexed block of the requested rows, then ``Flush`` (across hosts: a few growing
-``Rget``s, see :attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put``
+:meth:`RowStore.free`; a gather's RMA reads name an indexed block of the requested
+rows on the target and of their places in ``out`` here: one ``Get`` per range, then
+``Flush``, on the shared window; growing ``Rget``s across hosts (see
+:attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put``
 (:meth:`RowStore.scatter`) and ``Accumulate`` / ``Get_accumulate`` (atomic per
 element, the basis of sparse optimizers).
 
