@@ -209,8 +209,9 @@ class RowStore:
                 self._route[k], self._target[k] = WORLD, o
         self._atomic = (self._win, WORLD) if self._multi_host else (self._shwin, SHM)
 
-        # Rows move as blocks of bytes (the cheapest datatype to build: 5 ms per 100k
-        # rows against 13 ms for a row type); reductions need the element type.
+        # Rows move as blocks of bytes (the compiled builder makes them as fast as
+        # blocks of a row type, 93 us per 10k rows, and owners pack both alike);
+        # reductions need the element type.
         self._elem, self._has_mpi_type = _element_type(self.dtype)
         self._torch_ok = _as_torch_dtype_ok(self.dtype) and self.row_bytes > 0
 
