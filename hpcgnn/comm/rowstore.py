@@ -10,6 +10,9 @@ from ..errors import InputError
 
 #: Reductions ``RowStore.accumulate`` accepts, by name.
 OPS = ("sum", "max", "min", "replace")
+#: How a rank reaches a range: read in place (its own node), through the host's
+#: shared window, or through the world window (another host).
+DIRECT, SHM, WORLD = 0, 1, 2
 
 
 def as_ids(ids, nrows: int, where: str) -> np.ndarray:

@@ -20,7 +20,7 @@ rows on the target and of their places in ``out`` here: one ``Get`` per range, t
 ``Flush``, on the shared window; growing ``Rget``s across hosts (see
 :attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put``
 (:meth:`RowStore.scatter`) and ``Accumulate`` / ``Get_accumulate`` (atomic per
-element, the basis of sparse optimizers).
+element, the basis of sparse optimizers), in :mod:`hpcgnn.comm.rowwrites`.
 
 Choices made by measurement (Open MPI 4.1.4, see ``docs``/the report):
 
@@ -57,35 +57,21 @@ from . import hugepages
 from . import rowstore as rs
 from .agree import agreed
 from .datatypes import ALIGN as _ALIGN
-from .datatypes import MAX_OP_BYTES, MPI_OPS as _MPI_OPS
+from .datatypes import MAX_OP_BYTES
 from .datatypes import default_owners as _default_owners
 from .datatypes import element_type as _element_type
-from .datatypes import op_name as _op_name
 from .mpi import MPI, serialized
+from .rowwrites import RowWrites
 from . import transfers as _transfers
 from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
 from .._ext import row_addresses as _ext_row_addresses
 from .._ext import route_by_range as _ext_route_by_range
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - torch is a dependency of the training stack only
-    torch = None
-
-DIRECT, SHM, WORLD = 0, 1, 2
+DIRECT, SHM, WORLD = rs.DIRECT, rs.SHM, rs.WORLD
 ROUTE_NAMES = {DIRECT: "direct", SHM: "shm-rma", WORLD: "rma"}
 
-def _as_torch_dtype_ok(dtype: np.dtype) -> bool:
-    if torch is None:
-        return False
-    try:
-        torch.from_numpy(np.empty(1, dtype=dtype))
-        return True
-    except TypeError:
-        return False
 
-
-class RowStore:
+class RowStore(RowWrites):
     """A distributed ``nrows x row_shape`` table in MPI windows (see module doc).
 
     Create collectively with :meth:`create`.  Owners fill their rows through
@@ -213,7 +199,6 @@ class RowStore:
         # blocks of a row type, 93 us per 10k rows, and owners pack both alike);
         # reductions need the element type.
         self._elem, self._has_mpi_type = _element_type(self.dtype)
-        self._torch_ok = _as_torch_dtype_ok(self.dtype) and self.row_bytes > 0
 
         lo = np.nonzero(self._owners == self.rank)[0]
         self._local_ranges = lo
@@ -367,104 +352,6 @@ class RowStore:
             self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
         return out
 
-    def _unpermute(self, out2d: np.ndarray, perm: np.ndarray, grouped2d: np.ndarray) -> None:
-        if self._torch_ok:
-            torch.from_numpy(out2d).index_copy_(0, torch.from_numpy(perm), torch.from_numpy(grouped2d))
-        else:
-            out2d[perm] = grouped2d
-
-    # ------------------------------------------------------------------ writes
-    @serialized
-    def scatter(self, ids, values) -> None:
-        """Independent: write ``values[i]`` into row ``ids[i]`` (the last one wins
-        for repeated ids).  Complete at the owner on return; others see it after a
-        :meth:`barrier` (or any synchronisation that orders the two ranks)."""
-        self._check_open()
-        ids = rs.as_ids(ids, self.nrows, self._where)
-        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
-        if len(ids) == 0 or self.row_bytes == 0:
-            return
-        ids, values = rs.last_wins(ids, values)
-        self._write(ids, values, "put", None)
-
-    @serialized
-    def accumulate(self, ids, values, op="sum") -> None:
-        """Independent: ``row[ids[i]] = op(row[ids[i]], values[i])`` with MPI
-        ``Accumulate``: atomic per element against every other accumulate of this
-        table, from any rank.  ``op``: ``"sum"``, ``"max"``, ``"min"``,
-        ``"replace"`` (or the ``MPI`` ops).  Repeated ids are combined first."""
-        self._check_open()
-        name = _op_name(op)
-        self._need_mpi_type("accumulate")
-        ids = rs.as_ids(ids, self.nrows, self._where)
-        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
-        if len(ids) == 0 or self.row_bytes == 0:
-            return
-        ids, values = rs.combine(ids, values, name)
-        self._write(ids, values, "acc", _MPI_OPS[name])
-
-    @serialized
-    def get_accumulate(self, ids, values, op="sum") -> np.ndarray:
-        """Independent: like :meth:`accumulate`, and return the rows as they were just
-        before this rank's update (MPI ``Get_accumulate``; atomic per element).  The
-        ids must not repeat."""
-        self._check_open()
-        name = _op_name(op)
-        self._need_mpi_type("get_accumulate")
-        ids = rs.as_ids(ids, self.nrows, self._where)
-        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
-        n = len(ids)
-        old = np.empty((n,) + self.row_shape, dtype=self.dtype)
-        if n == 0 or self.row_bytes == 0:
-            return old
-        if len(np.unique(ids)) != n:
-            raise InputError(f"{self._where}: get_accumulate needs distinct ids")
-        perm, counts = rs.group(ids, self._bounds)
-        sids, svals = (ids, values) if perm is None else (ids[perm], values[perm])
-        res = old if perm is None else np.empty_like(old)
-        win, route = self._atomic
-        pending, a = [], 0
-        for k, c in enumerate(counts.tolist()):
-            if c:
-                t = self._target_on(k, route)
-                pending += self._rma(win, t, k, sids[a:a + c] - self._bounds[k],
-                                     svals.reshape(n, -1)[a:a + c], "getacc", _MPI_OPS[name],
-                                     res.reshape(n, -1)[a:a + c])
-            a += c
-        self._complete(pending)
-        if perm is not None:
-            self._unpermute(old.reshape(n, -1), perm, res.reshape(n, -1))
-        return old
-
-    def _write(self, ids, values, kind, op) -> None:
-        n = len(ids)
-        perm, counts = rs.group(ids, self._bounds)
-        sids, svals = (ids, values) if perm is None else (ids[perm], values[perm])
-        flat = svals.reshape(n, -1)
-        pending, a = [], 0
-        for k, c in enumerate(counts.tolist()):
-            if c == 0:
-                continue
-            offs = sids[a:a + c] - self._bounds[k]
-            if kind == "acc":
-                win, route = self._atomic
-                pending += self._rma(win, self._target_on(k, route), k, offs, flat[a:a + c], "acc", op)
-            elif self._route[k] == DIRECT:
-                self._views[k].reshape(len(self._views[k]), -1)[offs] = flat[a:a + c]
-            else:
-                win = self._shwin if self._route[k] == SHM else self._win
-                pending += self._rma(win, int(self._target[k]), k, offs, flat[a:a + c], "put")
-            a += c
-        self._complete(pending)
-        if kind == "put" and np.any(self._route[counts > 0] == DIRECT):
-            self._shwin.Sync()
-
-    def _target_on(self, k: int, route: int) -> int:
-        """Target rank of range ``k`` in the shared (``SHM``) or world window."""
-        if route == WORLD:
-            return int(self._owners[k])
-        return int(self._target[k])
-
     # ------------------------------------------------------------------ RMA core
     def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None, origin_rows=None,
              pipelined=False, disps=None):
@@ -528,10 +415,6 @@ class RowStore:
     def _check_open(self):
         if self._freed:
             raise InputError(f"{self._where}: the table has been freed")
-
-    def _need_mpi_type(self, what):
-        if not self._has_mpi_type:
-            raise InputError(f"{self._where}: {what} needs a dtype MPI can reduce; {self.dtype} has none")
 
 
 __all__ = ["RowStore"]
