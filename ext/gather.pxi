@@ -68,6 +68,8 @@ def gather_ranges(const uintptr_t[::1] bases, const int64_t[::1] bounds, const i
     cdef int64_t cn = 0
     if cache_ids is not None and len(cache_ids):
         cid = cache_ids
+        if not cache_rows.flags.c_contiguous:     # a reshape would copy: the rows must stay put
+            raise ValueError("cache_rows must be C-contiguous")
         crow = cache_rows.reshape(cache_rows.shape[0], -1).view("u1")
         if crow.shape[0] != cid.shape[0] or crow.shape[1] != rb:
             raise ValueError("gather_ranges: cache_rows must hold one row of dst's size per cache id")
@@ -99,6 +101,8 @@ def row_addresses(const uintptr_t[::1] bases, const int64_t[::1] bounds, int64_t
     cdef int64_t cn = 0
     if cache_ids is not None and len(cache_ids):
         cid = cache_ids
+        if not cache_rows.flags.c_contiguous:     # a reshape would copy: the rows must stay put
+            raise ValueError("cache_rows must be C-contiguous")
         crow = cache_rows.reshape(cache_rows.shape[0], -1).view("u1")
         if crow.shape[0] != cid.shape[0] or crow.shape[1] != row_bytes:
             raise ValueError("row_addresses: cache_rows must hold one row of row_bytes per cache id")

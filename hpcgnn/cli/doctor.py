@@ -96,6 +96,7 @@ def run(args) -> int:
         _check("MPI", _mpi),
         _check("RMA windows (Win.Allocate, Lock_all, Get)", lambda: probes.rma_probe(comm)),
         _check("shared-memory windows (Win.Allocate_shared)", lambda: probes.shared_probe(comm)),
+        _check("integer fetch atomics (Get_accumulate)", lambda: probes.fetch_probe(comm), required=False),
         _check("parallel HDF5 (h5py, driver=mpio)", _h5py(tmpdir)),
         _check("ParMETIS", _parmetis),
         _check("torch", _torch),

@@ -25,7 +25,8 @@ def _rebuild(exc: BaseException, rank: int) -> BaseException:
 
 
 def raise_if_any(comm, exc: BaseException | None) -> None:
-    """Collective over ``comm``: raise on every rank the error of the lowest failing rank.
+    """Collective over ``comm``: raise on every rank the error of the lowest failing rank
+    (its message ends with ``[rank R]``, R that rank's rank in ``MPI.COMM_WORLD``).
 
     ``exc`` is this rank's exception or ``None``.  Returns normally when no rank failed.
     """
@@ -37,15 +38,15 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
         return
     payload = None
     if rank == first:
+        world_rank = MPI.COMM_WORLD.Get_rank()    # messages name the world rank
         try:
-            payload = pickle.dumps(exc)
+            payload = pickle.dumps((exc, world_rank))
         except Exception:
-            payload = pickle.dumps(HpcgnnError(f"{type(exc).__name__}: {exc}"))
-    payload = comm.bcast(payload, root=first)
-    err = pickle.loads(payload)
+            payload = pickle.dumps((HpcgnnError(f"{type(exc).__name__}: {exc}"), world_rank))
+    err, world_rank = pickle.loads(comm.bcast(payload, root=first))
     if rank == first and exc is not None:
-        raise _rebuild(exc, first) from exc
-    raise _rebuild(err, first)
+        raise _rebuild(exc, world_rank) from exc
+    raise _rebuild(err, world_rank)
 
 
 @contextmanager

@@ -19,13 +19,25 @@ ALIGN = 64
 MAX_OP_BYTES = (1 << 31) - (1 << 20)
 
 
-def op_name(op) -> str:
+def op_name(op, where: str = "accumulate") -> str:
     if isinstance(op, str) and op.lower() in MPI_OPS:
         return op.lower()
     for k, v in MPI_OPS.items():
         if op == v:
             return k
-    raise InputError(f"accumulate: op must be one of {rs.OPS} (or MPI.SUM/MAX/MIN/REPLACE), got {op!r}")
+    raise InputError(f"{where}: op must be one of {rs.OPS} (or MPI.SUM/MAX/MIN/REPLACE), got {op!r}")
+
+
+def check_op_dtype(name: str, dtype: np.dtype, where: str) -> None:
+    """MPI's rules for reductions: ``sum`` on integers, floats and complex numbers,
+    ``max``/``min`` on integers and floats, ``replace`` on any of them; bools only
+    ``replace``; structured dtypes none.  Raises :class:`InputError` naming ``where``."""
+    if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biufc":
+        raise InputError(f"{where}: reductions need rows of one numeric dtype; {dtype} is not")
+    if name == "replace":
+        return
+    if dtype.kind == "b" or (dtype.kind == "c" and name in ("max", "min")):
+        raise InputError(f"{where}: MPI defines no {name!r} on {dtype} rows (use 'replace' or another dtype)")
 
 
 def element_type(dtype: np.dtype):

@@ -38,6 +38,46 @@ def rma_probe(comm):
         "the MPI library's one-sided (osc) component is broken; try another MPI or --mca osc ^ucx"
 
 
+_FETCH_OK: dict = {}
+
+
+def fetch_ok(comm, dtype) -> bool:
+    """Collective over ``comm``: whether ``Get_accumulate`` through a ``Win.Create``
+    window of ``comm`` returns the target's old values of ``dtype`` (remembered per
+    dtype and communicator size, so every rank probes the same times).  Open MPI
+    4.1's osc rdma over its shared-memory transport applies integer updates but
+    returns wrong old values; floats are right."""
+    dt = np.dtype(dtype)
+    key = (dt.str, comm.Get_size())
+    if key not in _FETCH_OK:
+        from mpi4py.util import dtlib
+
+        rank, size = comm.Get_rank(), comm.Get_size()
+        elem = dtlib.from_numpy_dtype(dt)
+        mem = ((np.arange(4) + 7 * rank + 1) % 100).astype(dt)
+        target = (rank + 1) % size
+        got = np.zeros(2, dtype=dt)
+        win = MPI.Win.Create(mem, dt.itemsize, comm=comm)
+        try:
+            win.Lock_all()
+            win.Get_accumulate([np.zeros(2, dtype=dt), 2, elem], [got, 2, elem], target, [1, 2, elem], MPI.SUM)
+            win.Flush(target)
+            win.Unlock_all()
+        finally:
+            win.Free()
+        ok = np.array_equal(got, ((np.arange(1, 3) + 7 * target + 1) % 100).astype(dt))
+        _FETCH_OK[key] = bool(comm.allreduce(int(ok), op=MPI.MIN))
+    return _FETCH_OK[key]
+
+
+def fetch_probe(comm):
+    """:func:`fetch_ok` for int64, as a doctor check."""
+    ok = fetch_ok(comm, np.int64)
+    return ok, "integer Get_accumulate through Win.Create windows " + \
+        ("returns the old values" if ok else "returns wrong old values (osc rdma?)"), \
+        "get_accumulate on integer tables across hosts will be refused; try --mca osc sm,ucx or --mca osc sm,pt2pt"
+
+
 def shared_probe(comm):
     """Ranks on one node allocate a shared window; each reads its neighbour's segment
     directly through ``Shared_query`` memory."""

@@ -41,6 +41,37 @@ def as_ids(ids, nrows: int, where: str) -> np.ndarray:
     return arr
 
 
+_SORTED_CACHE: list = []        # the last cache ids found sorted (kept alive: ids stay unique)
+
+
+def check_cache(cache, row_shape: tuple, dtype: np.dtype, where: str):
+    """``cache`` (``(sorted ids, their rows)`` or None) checked: ``(ids, rows)``, the
+    ids a 1-D C-contiguous int64 array sorted ascending, the rows a C-contiguous
+    ``(len(ids), *row_shape)`` array of ``dtype`` (they are read, or pointed to, in
+    place).  Raises :class:`InputError` naming ``where``.  Sortedness is checked once
+    per ids array (the last one seen is remembered)."""
+    if cache is None:
+        return None, None
+    try:
+        cids, crows = cache
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: cache must be a pair (sorted ids, rows), got {type(cache).__name__}") from None
+    if not (isinstance(cids, np.ndarray) and cids.dtype == np.int64 and cids.ndim == 1
+            and cids.flags.c_contiguous):
+        raise InputError(f"{where}: cache ids must be a 1-D C-contiguous int64 NumPy array")
+    want = (len(cids),) + tuple(row_shape)
+    if not (isinstance(crows, np.ndarray) and crows.dtype == dtype and crows.shape == want
+            and crows.flags.c_contiguous):
+        got = (getattr(crows, "dtype", type(crows).__name__), getattr(crows, "shape", None))
+        raise InputError(f"{where}: cache rows must be a C-contiguous {dtype} array of shape {want}, "
+                         f"got {got[0]} {got[1]}")
+    if not any(c is cids for c in _SORTED_CACHE):
+        if len(cids) > 1 and not bool(np.all(cids[1:] >= cids[:-1])):
+            raise InputError(f"{where}: cache ids must be sorted ascending")
+        _SORTED_CACHE[:] = [cids]
+    return cids, crows
+
+
 def as_rows(values, n: int, row_shape: tuple, dtype: np.dtype, where: str) -> np.ndarray:
     """``values`` as a C-contiguous ``(n, *row_shape)`` array of ``dtype``.
 

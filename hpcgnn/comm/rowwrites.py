@@ -11,9 +11,9 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import HpcgnnError, InputError
 from . import rowstore as rs
-from .datatypes import MPI_OPS, op_name
+from .datatypes import MPI_OPS, check_op_dtype, op_name
 from .mpi import serialized
 
 try:
@@ -23,13 +23,15 @@ except ImportError:  # pragma: no cover - torch is a dependency of the training 
 
 
 def torch_dtype_ok(dtype: np.dtype) -> bool:
-    """Whether torch has ``dtype`` (its ``index_copy_`` then restores orders)."""
+    """Whether torch's ``index_copy_`` can restore orders of ``dtype`` rows (torch
+    lacks some, e.g. ``uint32``; NumPy indexing is used then)."""
     if torch is None:
         return False
     try:
-        torch.from_numpy(np.empty(1, dtype=dtype))
+        t = torch.from_numpy(np.zeros((1, 1), dtype=dtype))
+        t.index_copy_(0, torch.zeros(1, dtype=torch.int64), t.clone())
         return True
-    except TypeError:
+    except (TypeError, RuntimeError):          # NotImplementedError is a RuntimeError
         return False
 
 
@@ -56,8 +58,9 @@ class RowWrites:
         table, from any rank.  ``op``: ``"sum"``, ``"max"``, ``"min"``,
         ``"replace"`` (or the ``MPI`` ops).  Repeated ids are combined first."""
         self._check_open()
-        name = op_name(op)
+        name = op_name(op, f"{self._where}: accumulate")
         self._need_mpi_type("accumulate")
+        check_op_dtype(name, self.dtype, f"{self._where}: accumulate")
         ids = rs.as_ids(ids, self.nrows, self._where)
         values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
         if len(ids) == 0 or self.row_bytes == 0:
@@ -71,8 +74,14 @@ class RowWrites:
         before this rank's update (MPI ``Get_accumulate``; atomic per element).  The
         ids must not repeat."""
         self._check_open()
-        name = op_name(op)
+        name = op_name(op, f"{self._where}: get_accumulate")
         self._need_mpi_type("get_accumulate")
+        check_op_dtype(name, self.dtype, f"{self._where}: get_accumulate")
+        if not self._fetch_ok:
+            raise HpcgnnError(f"{self._where}: get_accumulate: this MPI library's one-sided component returns "
+                              f"wrong old values of {self.dtype} rows across hosts (Open MPI 4.1's osc rdma does); "
+                              "nothing was changed. Choose other components (Open MPI: --mca osc sm,ucx or "
+                              "--mca osc sm,pt2pt) or keep these rows in a float dtype")
         ids = rs.as_ids(ids, self.nrows, self._where)
         values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
         n = len(ids)
@@ -86,14 +95,16 @@ class RowWrites:
         res = old if perm is None else np.empty_like(old)
         win, route = self._atomic
         pending, a = [], 0
-        for k, c in enumerate(counts.tolist()):
-            if c:
-                t = self._target_on(k, route)
-                pending += self._rma(win, t, k, sids[a:a + c] - self._bounds[k],
-                                     svals.reshape(n, -1)[a:a + c], "getacc", MPI_OPS[name],
-                                     res.reshape(n, -1)[a:a + c])
-            a += c
-        self._complete(pending)
+        try:
+            for k, c in enumerate(counts.tolist()):
+                if c:
+                    t = self._target_on(k, route)
+                    pending += self._rma(win, t, k, sids[a:a + c] - self._bounds[k],
+                                         svals.reshape(n, -1)[a:a + c], "getacc", MPI_OPS[name],
+                                         res.reshape(n, -1)[a:a + c])
+                a += c
+        finally:
+            self._complete(pending)
         if perm is not None:
             self._unpermute(old.reshape(n, -1), perm, res.reshape(n, -1))
         return old
@@ -104,20 +115,22 @@ class RowWrites:
         sids, svals = (ids, values) if perm is None else (ids[perm], values[perm])
         flat = svals.reshape(n, -1)
         pending, a = [], 0
-        for k, c in enumerate(counts.tolist()):
-            if c == 0:
-                continue
-            offs = sids[a:a + c] - self._bounds[k]
-            if kind == "acc":
-                win, route = self._atomic
-                pending += self._rma(win, self._target_on(k, route), k, offs, flat[a:a + c], "acc", op)
-            elif self._route[k] == rs.DIRECT:
-                self._views[k].reshape(len(self._views[k]), -1)[offs] = flat[a:a + c]
-            else:
-                win = self._shwin if self._route[k] == rs.SHM else self._win
-                pending += self._rma(win, int(self._target[k]), k, offs, flat[a:a + c], "put")
-            a += c
-        self._complete(pending)
+        try:
+            for k, c in enumerate(counts.tolist()):
+                if c == 0:
+                    continue
+                offs = sids[a:a + c] - self._bounds[k]
+                if kind == "acc":
+                    win, route = self._atomic
+                    pending += self._rma(win, self._target_on(k, route), k, offs, flat[a:a + c], "acc", op)
+                elif self._route[k] == rs.DIRECT:
+                    self._views[k].reshape(len(self._views[k]), -1)[offs] = flat[a:a + c]
+                else:
+                    win = self._shwin if self._route[k] == rs.SHM else self._win
+                    pending += self._rma(win, int(self._target[k]), k, offs, flat[a:a + c], "put")
+                a += c
+        finally:
+            self._complete(pending)     # on an error too: what was issued lands, nothing leaks
         if kind == "put" and np.any(self._route[counts > 0] == rs.DIRECT):
             self._shwin.Sync()
 

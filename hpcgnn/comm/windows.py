@@ -53,7 +53,7 @@ import os
 import numpy as np
 
 from ..errors import InputError
-from . import hugepages
+from . import hugepages, probes
 from . import rowstore as rs
 from .agree import agreed
 from .datatypes import ALIGN as _ALIGN
@@ -125,11 +125,17 @@ class RowStore(RowWrites):
             if owners is None:
                 owners = _default_owners(ctx, len(np.asarray(boundaries)) - 1, self.name)
             self._bounds, self._owners = rs.check_layout(boundaries, owners, world.Get_size(), self.name)
+            if self.dtype.hasobject or self.dtype.itemsize == 0:
+                raise InputError(f"RowStore {self.name!r}: dtype {self.dtype} cannot live in MPI memory "
+                                 "(Python objects or no size); use a numeric dtype")
             scope = (shm or os.environ.get("HPCGNN_SHM_SCOPE") or "host").lower()
             if scope not in ("host", "node"):
                 raise InputError(f"RowStore {self.name!r}: shm={scope!r}; choose 'host' or 'node'")
             mine = (self._bounds.tolist(), self._owners.tolist(), self.row_shape, self.dtype.str, scope)
-            ref = world.bcast(mine, root=0)
+        # every rank takes part in the broadcast (a rank that failed above has raised
+        # on all ranks by now), then the comparison is agreed on in turn
+        ref = world.bcast(mine, root=0)
+        with agreed(world):
             if ref != mine:
                 raise InputError(f"RowStore {self.name!r}: ranks disagree on (boundaries, owners, row_shape, "
                                  f"dtype, shm): rank 0 has {ref}, rank {self.rank} has {mine}")
@@ -173,43 +179,55 @@ class RowStore(RowWrites):
         self._win = None
         if self._multi_host:
             self._win = MPI.Win.Create(seg if seg is not None else None, 1, comm=world)
+        # integer get_accumulate across hosts: refused where the MPI library returns
+        # wrong old values (Open MPI 4.1's osc rdma; floats are right)
+        self._fetch_ok = not (self._multi_host and self.dtype.kind in "iu") or probes.fetch_ok(world, self.dtype)
 
-        # --- route and target of every range, from this rank
-        self._route = np.empty(K, dtype=np.int64)
-        self._target = np.empty(K, dtype=np.int64)
-        self._views: dict[int, np.ndarray] = {}
-        self._readable_cache = None
-        for k in range(K):
-            o = int(self._owners[k])
-            if ctx.node_of(o) == ctx.node_id:
-                self._route[k], self._target[k] = DIRECT, dom_rank[k]
-                self._views[k] = self._range_view(k, dom_rank[k])
-            elif leaders[o] == my_leader:
-                self._route[k], self._target[k] = SHM, dom_rank[k]
-                # Same host: the owner's segment is mapped here too.  Reads copy it
-                # with plain loads (what osc sm's Get does, minus building and
-                # interpreting a derived datatype); writes and atomics still go
-                # through the window.
-                self._views[k] = self._range_view(k, dom_rank[k])
-            else:
-                self._route[k], self._target[k] = WORLD, o
-        self._atomic = (self._win, WORLD) if self._multi_host else (self._shwin, SHM)
+        self._elem = None
+        try:
+            # local work only: an error on one rank is raised on all, and the windows
+            # are freed before it propagates
+            with agreed(world):
+                # --- route and target of every range, from this rank
+                self._route = np.empty(K, dtype=np.int64)
+                self._target = np.empty(K, dtype=np.int64)
+                self._views: dict[int, np.ndarray] = {}
+                self._readable_cache = None
+                for k in range(K):
+                    o = int(self._owners[k])
+                    if ctx.node_of(o) == ctx.node_id:
+                        self._route[k], self._target[k] = DIRECT, dom_rank[k]
+                        self._views[k] = self._range_view(k, dom_rank[k])
+                    elif leaders[o] == my_leader:
+                        self._route[k], self._target[k] = SHM, dom_rank[k]
+                        # Same host: the owner's segment is mapped here too.  Reads copy it
+                        # with plain loads (what osc sm's Get does, minus building and
+                        # interpreting a derived datatype); writes and atomics still go
+                        # through the window.
+                        self._views[k] = self._range_view(k, dom_rank[k])
+                    else:
+                        self._route[k], self._target[k] = WORLD, o
+                self._atomic = (self._win, WORLD) if self._multi_host else (self._shwin, SHM)
 
-        # Rows move as blocks of bytes (the compiled builder makes them as fast as
-        # blocks of a row type, 93 us per 10k rows, and owners pack both alike);
-        # reductions need the element type.
-        self._elem, self._has_mpi_type = _element_type(self.dtype)
+                # Rows move as blocks of bytes (the compiled builder makes them as fast as
+                # blocks of a row type, 93 us per 10k rows, and owners pack both alike);
+                # reductions need the element type.
+                self._elem, self._has_mpi_type = _element_type(self.dtype)
 
-        lo = np.nonzero(self._owners == self.rank)[0]
-        self._local_ranges = lo
-        if my_bytes:
-            mem = np.frombuffer(seg, dtype=np.uint8, count=my_bytes)
-            self.local_rows = mem.view(self.dtype).reshape((-1,) + self.row_shape)
-            self.huge_pages_advised = hugepages.advise(mem)     # before the first touch
-            mem[:] = 0
-        else:
-            self.local_rows = np.empty((0,) + self.row_shape, dtype=self.dtype)
-            self.huge_pages_advised = False
+                lo = np.nonzero(self._owners == self.rank)[0]
+                self._local_ranges = lo
+                if my_bytes:
+                    mem = np.frombuffer(seg, dtype=np.uint8, count=my_bytes)
+                    self.local_rows = mem.view(self.dtype).reshape((-1,) + self.row_shape)
+                    self.huge_pages_advised = hugepages.advise(mem)     # before the first touch
+                    mem[:] = 0
+                else:
+                    # no bytes: no rows owned, or rows of 0 bytes (still as many as owned)
+                    self.local_rows = np.empty((seg_rows.get(self.rank, 0),) + self.row_shape, dtype=self.dtype)
+                    self.huge_pages_advised = False
+        except BaseException:
+            self._release(locked=False)
+            raise
         for w in self._windows():
             w.Lock_all()
         world.Barrier()
@@ -255,11 +273,13 @@ class RowStore(RowWrites):
         want = (n,) + self.row_shape
         if out is None:
             out = np.empty(want, dtype=self.dtype)
-        elif out.shape != want or out.dtype != self.dtype or not out.flags.c_contiguous:
-            raise InputError(f"{self._where}: out must be a C-contiguous {self.dtype} array of shape {want}")
+        elif (not isinstance(out, np.ndarray) or out.shape != want or out.dtype != self.dtype
+              or not out.flags.c_contiguous or not out.flags.writeable):
+            raise InputError(f"{self._where}: out must be a writable C-contiguous {self.dtype} array of shape {want}")
+        cache = rs.check_cache(cache, self.row_shape, self.dtype, self._where)
         if n == 0 or self.row_bytes == 0:
             return out
-        return self._gather_ranges(ids, out, cache)
+        return self._gather_ranges(ids, out, cache if cache[0] is not None else None)
 
     @serialized
     def addresses(self, ids, cache=None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -272,13 +292,13 @@ class RowStore(RowWrites):
         later show through.  Rows of 0 bytes get no address (all 0)."""
         self._check_open()
         ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self._where), dtype=np.int64)
+        cids, crows = rs.check_cache(cache, self.row_shape, self.dtype, self._where)
         n = len(ids)
         addr = np.zeros(n, dtype=np.uintp)
         if n == 0 or self.row_bytes == 0:
             return addr, None
         bounds, _, bases = self._readable()
         range_of = np.empty(n, dtype=np.int32)
-        cids, crows = cache if cache is not None else (None, None)
         left = _ext_row_addresses(bases, bounds, self.row_bytes, ids, addr, range_of, cids, crows)
         fetched = None
         if left:
@@ -334,13 +354,17 @@ class RowStore(RowWrites):
                                                          self.row_bytes, labels=range_of)
                 in_place = in_place and left > int(counts.sum())
             ends = np.cumsum(counts)
-            for k in np.flatnonzero(counts).tolist():
-                a, b = int(ends[k] - counts[k]), int(ends[k])
-                win = self._shwin if self._route[k] == SHM else self._win
-                # each row lands in its place in ``out`` (no buffer, no second copy)
-                pending += self._rma(win, int(self._target[k]), k, None, flat, "get",
-                                     origin_rows=pos[a:b], pipelined=self._route[k] == WORLD,
-                                     disps=disps[a:b])
+            try:
+                for k in np.flatnonzero(counts).tolist():
+                    a, b = int(ends[k] - counts[k]), int(ends[k])
+                    win = self._shwin if self._route[k] == SHM else self._win
+                    # each row lands in its place in ``out`` (no buffer, no second copy)
+                    pending += self._rma(win, int(self._target[k]), k, None, flat, "get",
+                                         origin_rows=pos[a:b], pipelined=self._route[k] == WORLD,
+                                         disps=disps[a:b])
+            except BaseException:
+                self._complete(pending)
+                raise
         hits = None
         if not direct.all() and cids is not None:
             hits = int(np.count_nonzero(range_of == -2))
@@ -398,16 +422,22 @@ class RowStore(RowWrites):
         shared memory is released; nothing is left in ``/dev/shm``).  Idempotent."""
         if self._freed:
             return
-        self._freed = True
         self._world.Barrier()
-        for w in self._windows():
-            w.Unlock_all()
+        self._release(locked=True)
+
+    def _release(self, locked: bool) -> None:
+        """Collective: free the windows, the element type and the domain."""
+        self._freed = True
+        if locked:
+            for w in self._windows():
+                w.Unlock_all()
         self._views.clear()
         self.local_rows = None
         if self._win is not None:
             self._win.Free()
         self._shwin.Free()
-        self._elem.Free()
+        if self._elem is not None:
+            self._elem.Free()
         if self._own_domain:
             self._domain.Free()
         self._win = self._shwin = None
