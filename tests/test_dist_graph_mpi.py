@@ -116,6 +116,11 @@ def test_distributed_graph_served_by_servers(shared_tmp):
         # a graph name nobody holds: a clear error on every trainer, no hang
         with pytest.raises(InputError, match="no server holds a graph named 'other'"):
             DistGraph("other")
+        # trainers that name different graphs (only one of them held): all raise
+        tr = ctx.trainer_comm.Get_rank()
+        if ctx.trainer_comm.Get_size() > 1:
+            with pytest.raises(InputError, match=r"the trainers name different graphs \['g', 'nosuch'\]"):
+                DistGraph("g" if tr == 0 else "nosuch")
         # loading a second graph on demand goes through the servers' command loop
         g2 = DistGraph("g2", part_config=cfg)
         assert torch.equal(g2.ndata["feat"][[0, 1]], torch.from_numpy(oracle.feat[[0, 1]]))

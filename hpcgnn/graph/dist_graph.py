@@ -91,11 +91,16 @@ class DistGraph:
             raise InputError(f"DistGraph {graph_name!r}: created on a {ctx.role} rank; only trainers use graphs")
         svc = ctx.service
         tcomm = ctx.trainer_comm
-        if graph_name not in svc.graphs:
-            with agreed(tcomm):
+        names = sorted({str(n) for n in tcomm.allgather(graph_name)})
+        held = graph_name in svc.graphs
+        with agreed(tcomm):
+            if len(names) > 1:
+                raise InputError(f"DistGraph: the trainers name different graphs {names}; creation is "
+                                 "collective, every trainer must name the same one")
+            if not held:
                 if part_config is None:
-                    held = sorted(svc.graphs) or "none"
-                    raise InputError(f"DistGraph: no server holds a graph named {graph_name!r} (held: {held}); "
+                    have = sorted(svc.graphs) or "none"
+                    raise InputError(f"DistGraph: no server holds a graph named {graph_name!r} (held: {have}); "
                                      "pass part_config= or hpcgnn.initialize(part_config=...)")
                 from ..partition.config import read_config
 
@@ -107,6 +112,7 @@ class DistGraph:
                     raise InputError(f"{part_config}: {cfg['num_parts']} partitions but the launch has "
                                      f"{ctx.num_nodes} node(s); one node serves each partition "
                                      "(launch more nodes or set ranks_per_node)")
+        if not held:
             svc.call("load_graph", graph_name, os.path.abspath(part_config))
         self._bind(ctx, graph_name)
 
