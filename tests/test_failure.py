@@ -51,6 +51,15 @@ def test_sigkill_of_one_rank_ends_the_job(mpirun):
     assert "signal 9" in (res.stderr + res.stdout) or "Killed" in (res.stderr + res.stdout)
 
 
+def test_a_trainer_that_ends_early_ends_the_job_after_the_finish_timeout(mpirun):
+    import sys
+
+    res = mpirun(4, [sys.executable, SCRIPT, "exit-early", "3"], timeout=90, env={"HPCGNN_FINISH_TIMEOUT": "4"})
+    assert res.returncode != 0
+    assert "hpcgnn: rank 3/4 (trainer, node 1, host " in res.stderr and "FinishTimeout" in res.stderr
+    assert "finished" not in res.stdout
+
+
 def test_agreed_error_is_raised_on_every_rank(mpirun):
     res, _ = _run(mpirun, "agreed", "2")
     assert res.returncode != 0

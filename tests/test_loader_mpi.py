@@ -43,6 +43,9 @@ def test_loaders_in_a_served_launch(shared_tmp):
     fast = DistNodeDataLoader(g, nids, s, batch_size=64, shuffle=True, seed=9)
     assert fast.mode == ("thread" if size == 2 else "samplers")
     assert len(set(tc.allgather(len(fast)))) == 1
+    if tc.Get_size() > 1:               # settings that give other step counts: refused everywhere
+        with pytest.raises(Exception, match=r"different \(batch_size, drop_last\)"):
+            DistNodeDataLoader(g, nids, s, batch_size=64 + 32 * tc.Get_rank(), seed=9, mode="inline")
     for epoch in range(2):
         n = 0
         for a, b in zip(ref, fast):

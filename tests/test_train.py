@@ -118,6 +118,11 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     assert "stopped at step 30" in cut.stdout
     ckpts = sorted(os.listdir(tmp_path / "b" / "checkpoints"))
     assert "step-30.h5" in ckpts and not any(c.endswith(".tmp") for c in ckpts)
+    # resumed at its limit, a run stops at once: no step beyond it
+    same = _train(mpirun, cfg, tmp_path / "b", *common, "--max-steps", "30", "--resume")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "stopped at step 30 (max_steps=30)" in same.stdout
+    assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ckpts
     again = _train(mpirun, cfg, tmp_path / "b", *common, "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "resumed from" in again.stdout and "at step 30" in again.stdout
@@ -131,6 +136,12 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     other = _train(mpirun, cfg, tmp_path / "b", *common[:-4], "--hidden", "32", "--fanouts", "4,3", "--resume")
     assert other.returncode != 0
     assert "checkpoint field 'model'" in other.stderr and "step-" in other.stderr
+    # a damaged newest checkpoint is named
+    bad = tmp_path / "b" / "checkpoints" / "step-99999.h5"
+    bad.write_bytes(b"not hdf5" * 100)
+    broken = _train(mpirun, cfg, tmp_path / "b", *common, "--resume")
+    assert broken.returncode != 0
+    assert f"{bad}: not a readable checkpoint" in broken.stderr
 
 
 @pytest.mark.timeout(300)

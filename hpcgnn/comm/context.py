@@ -120,7 +120,7 @@ class Context:
             return
         while self._finalize_hooks:
             self._finalize_hooks.pop(0)()
-        self.world.Barrier()
+        failure.finish_barrier(self.world, "finalize")
         while self._resources:
             self._resources.pop().free()
         for c in self._comms:

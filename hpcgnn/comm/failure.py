@@ -72,6 +72,51 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     os._exit(code)
 
 
+#: How long a rank that finished waits for the rest of its group at the end
+#: (``HPCGNN_FINISH_TIMEOUT`` seconds) before it ends the job.
+FINISH_TIMEOUT_S = 600.0
+
+
+class FinishTimeout(TimeoutError):
+    """Ranks that finished waited too long for the others (see :func:`finish_barrier`)."""
+
+
+def finish_barrier(comm, what: str, timeout_s: float | None = None) -> None:
+    """Collective over ``comm``: the barrier at the end of a job, with a deadline.
+
+    A rank that ends its script (a return, a ``sys.exit``) while another rank of
+    ``comm`` still waits for it in a collective would otherwise wait here for ever,
+    and the other rank with it.  It waits, keeping MPI progressing for one-sided
+    traffic as servers do, says so after a minute, and after ``timeout_s`` (default
+    ``HPCGNN_FINISH_TIMEOUT`` or 600 s) ends the whole job with :func:`abort_job`."""
+    if comm.Get_size() == 1:
+        return
+    from .progress import IdleBackoff
+
+    limit = float(os.environ.get("HPCGNN_FINISH_TIMEOUT", FINISH_TIMEOUT_S)) if timeout_s is None else timeout_s
+    req = comm.Ibarrier()
+    t0 = time.monotonic()
+    told = False
+    wait = IdleBackoff(max_s=2e-3)
+    try:
+        while not req.Test():
+            waited = time.monotonic() - t0
+            if waited > limit:
+                exc = FinishTimeout(f"{what}: this rank finished, but the rest of its group did not reach the end "
+                                    f"within {limit:.0f} s (one of them is probably waiting for a rank that "
+                                    "ended early); ending the job. HPCGNN_FINISH_TIMEOUT sets the wait.")
+                abort_job(FinishTimeout, exc, None)
+            if not told and waited > min(60.0, limit / 2):
+                told = True
+                _, rank, _ = _rank_size()
+                sys.stderr.write(f"hpcgnn: rank {rank}: {what}: waiting for the other ranks to finish; the job "
+                                 f"ends in {limit - waited:.0f} s if they do not (HPCGNN_FINISH_TIMEOUT)\n")
+                sys.stderr.flush()
+            wait(False)
+    finally:
+        wait.close()
+
+
 def _excepthook(exc_type, exc, tb):
     if issubclass(exc_type, KeyboardInterrupt) and _rank_size()[2] in (None, 1):
         sys.__excepthook__(exc_type, exc, tb)

@@ -10,6 +10,7 @@ flag, so a signal never interrupts an MPI call half way.
 """
 from __future__ import annotations
 
+import atexit
 import signal
 import threading
 
@@ -24,12 +25,29 @@ def _handler(signum, frame):
     _requested.set()
 
 
+_installed: set = set()
+
+
 def install(signals=(signal.SIGUSR1, signal.SIGTERM)) -> None:
-    """Independent: record these signals instead of dying from them (main thread only)."""
+    """Independent: record these signals instead of dying from them (main thread only).
+    Once the process is ending (its last exit hook) they are ignored: Python restores
+    their default action, death, when it shuts down, and a stop request that comes
+    after the work is done must not turn a finished job into a failed one."""
     if threading.current_thread() is not threading.main_thread():
         return
+    if not _installed:
+        atexit.register(_ignore_at_exit)    # registered first, so it runs last
     for s in signals:
         signal.signal(s, _handler)
+        _installed.add(s)
+
+
+def _ignore_at_exit() -> None:
+    for s in _installed:
+        try:
+            signal.signal(s, signal.SIG_IGN)
+        except (ValueError, OSError):      # not the main thread, or a signal we may not set
+            pass
 
 
 def requested() -> bool:

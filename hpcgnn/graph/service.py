@@ -18,6 +18,7 @@ import os
 
 from ..comm.batches import BatchChannel
 from ..comm.control import SHUTDOWN, ControlChannel
+from ..comm.failure import finish_barrier
 from ..comm.progress import IdleBackoff
 from ..errors import InputError
 
@@ -73,7 +74,8 @@ class Service:
         if self.stopped:
             return
         if self.serving:
-            self.ctx.trainer_comm.Barrier()
+            # every trainer finished (a deadline: one that ended early must not hang the job)
+            finish_barrier(self.ctx.trainer_comm, "trainers finishing")
             if self.channel.is_leader:
                 self.channel.send(SHUTDOWN)
         self.stopped = True

@@ -77,7 +77,11 @@ class GraphTables:
     def _fill(self, parts: list[int]) -> None:
         """Owner: copy my partitions' rows from the HDF5 file into my window memory."""
         nrow0 = erow0 = 0
-        with h5py.File(self.h5_path, "r") as f:
+        try:
+            f = h5py.File(self.h5_path, "r")
+        except OSError as e:
+            raise InputError(f"{self.h5_path}: cannot read the partition file ({e})") from None
+        with f:
             for p in parts:
                 g = f[f"part{p}"]
                 ns, ne = int(self.node_bounds[p]), int(self.node_bounds[p + 1])

@@ -139,7 +139,12 @@ class _Loader:
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         seed = tcomm.bcast(int(seed), root=0)
-        counts = tcomm.allgather(len(ids))
+        every = tcomm.allgather((len(ids), int(batch_size), bool(drop_last)))
+        counts = [c for c, _, _ in every]
+        if len({(b, d) for _, b, d in every}) > 1:     # the same on every trainer: no agreement needed
+            raise InputError(f"{what}: the trainers create their loaders with different (batch_size, drop_last): "
+                             f"{[(b, d) for _, b, d in every]} by trainer; creation is collective and the "
+                             "epochs must have the same number of steps everywhere")
         own = [EpochPlan.own_steps(c, int(batch_size), bool(drop_last)) for c in counts]
         steps = max(own)
         empty = [r for r, k in enumerate(own) if k == 0]

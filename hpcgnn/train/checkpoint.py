@@ -106,7 +106,12 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
     rank, size = tcomm.Get_rank(), tcomm.Get_size()
     with LOCK:
         with agreed(tcomm):
-            with open_h5(path, "r", None) as f:
+            try:
+                f = open_h5(path, "r", None)
+            except OSError as e:
+                raise InputError(f"{path}: not a readable checkpoint ({e}); move it away to resume from "
+                                 "the one before") from None
+            with f:
                 if f.attrs.get("format") != FORMAT:
                     raise InputError(f"{path}: not an hpcgnn checkpoint (attribute 'format' is "
                                      f"{f.attrs.get('format')!r})")

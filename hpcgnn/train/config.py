@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 
@@ -128,6 +130,19 @@ def parse_settings(cls, help_text: dict, argv, prog: str, description: str):
     """``[--config FILE.toml] [--key value ...]`` -> a ``cls`` dataclass: defaults <
     the TOML file < flags; unknown keys and options name the closest one, flags
     cannot be abbreviated, ``part_config`` is required."""
+    # "--fanouts -1,-1": argparse takes a value that starts with "-" and is not a plain
+    # number for an option; glue such values to their flag
+    argv = list(sys.argv[1:] if argv is None else argv)
+    glued, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--") and "=" not in a and i + 1 < len(argv) and re.match(r"-\.?\d", argv[i + 1]):
+            glued.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        glued.append(a)
+        i += 1
+    argv = glued
     p = argparse.ArgumentParser(prog=prog, allow_abbrev=False, description=description)
     p.add_argument("--config", help="a TOML file of settings (flags override it)")
     for f in dataclasses.fields(cls):

@@ -75,6 +75,9 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
     has ``epoch_complete``: the script still closes that epoch (its log row and
     validation), since a resumed run starts with the next one."""
     r = EpochSteps(step=step, stopped=False)
+    if cfg.max_steps > 0 and step >= cfg.max_steps:
+        r.stopped = True          # resumed at the limit: no step beyond it (the checkpoint is there)
+        return r
     epoch_steps = getattr(cfg, "epoch_steps", 0)
     for b in loader:
         t0 = time.perf_counter()
@@ -105,5 +108,10 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
 
 
 def stop_message(prog: str, step: int, cfg) -> str:
-    why = ", ".join(signals.received()) or f"max_steps={cfg.max_steps}"
+    why = ", ".join(signals.received())
+    if not why:
+        why = (f"max_steps={cfg.max_steps}" if cfg.max_steps > 0 and step >= cfg.max_steps
+               else "a stop signal another trainer received")
+    if "SIGTERM" in why:
+        why += ": scancel, the time limit, or the launcher ending the job after a failure on another rank"
     return f"{prog}: stopped at step {step} ({why}); checkpoint written, resume with --resume"

@@ -44,6 +44,12 @@ from .model import SAGE
 from .runlog import RunLog
 
 
+def _is_integer(dtype) -> bool:
+    if isinstance(dtype, torch.dtype):
+        return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+    return np.dtype(dtype).kind in "iu"
+
+
 def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
     """Every trainer raises the same InputError before any training step."""
     with agreed(tc):
@@ -52,6 +58,13 @@ def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
             if name not in g.ndata:
                 raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node feature {name!r} "
                                  f"(setting {key}); it has {sorted(g.ndata)}")
+        feat, label = g.ndata[cfg.feat], g.ndata[cfg.label]
+        if len(feat.shape) != 2:
+            raise InputError(f"{cfg.part_config}: node feature {cfg.feat!r} (setting feat) has shape "
+                             f"{tuple(feat.shape)}; it must be one row of features per node (2-D)")
+        if len(label.shape) != 1 or not _is_integer(label.dtype):
+            raise InputError(f"{cfg.part_config}: node feature {cfg.label!r} (setting label) has shape "
+                             f"{tuple(label.shape)} and dtype {label.dtype}; it must be one integer class per node")
         if tc.Get_rank() == 0:
             check_run_dir(cfg.run_dir)
     book = g.get_partition_book()

@@ -20,6 +20,16 @@ if mode == "raise-before-init":
     world.Barrier()
     sys.exit(0)
 
+if mode == "exit-early":
+    # a served launch: the servers serve until the trainers finish
+    ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    if rank == bad:
+        sys.exit(0)                       # this trainer's script ends here
+    ctx.trainer_comm.Barrier()            # the other trainer waits for it forever
+    ctx.finalize()
+    print(f"rank {rank} finished", flush=True)
+    sys.exit(0)
+
 ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
 if rank == bad:
     if mode == "raise":
