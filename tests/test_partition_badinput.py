@@ -40,6 +40,20 @@ def _spoil(path, how):
             f["nodes/data/feat"][...] = a
         elif how == "wrong_format":
             f.attrs["format"] = "something-else"
+        elif how == "label_out_of_range":
+            a = f["nodes/data/label"][()]
+            a[len(a) - 2] = 5                                  # num_classes is 5
+            f["nodes/data/label"][...] = a
+        elif how == "mask_value_two":
+            a = f["nodes/data/test_mask"][()]
+            a[7] = 2
+            f["nodes/data/test_mask"][...] = a
+        elif how == "fractional_num_nodes":
+            f.attrs["num_nodes"] = 400.5
+        elif how == "feat_1d":
+            a = f["nodes/data/feat"][()]
+            del f["nodes/data/feat"]
+            f["nodes/data/feat"] = a[:, 0].copy()
 
 
 CASES = {  # how -> words the error must contain
@@ -49,6 +63,10 @@ CASES = {  # how -> words the error must contain
     "out_of_range": ["/edges/dst", "outside [0, 400)"],
     "nan_feat": ["/nodes/data/feat", "NaN"],
     "wrong_format": ["format", "something-else"],
+    "label_out_of_range": ["/nodes/data/label", "value 5 at row 398", "num_classes"],
+    "mask_value_two": ["/nodes/data/test_mask", "value 2 at row 7"],
+    "fractional_num_nodes": ["num_nodes", "400.5", "integer"],
+    "feat_1d": ["/nodes/data/feat", "2-D"],
 }
 
 

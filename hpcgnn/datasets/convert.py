@@ -47,11 +47,12 @@ def _write_file(out: str, overwrite: bool, body: Callable[[Any], dict]) -> dict:
     try:
         info = body(f)
         f.close()
+        os.replace(tmp, out)
     except BaseException:
         f.close()
-        os.remove(tmp)
+        if os.path.exists(tmp):
+            os.remove(tmp)
         raise
-    os.replace(tmp, out)
     return info
 
 

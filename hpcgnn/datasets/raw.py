@@ -88,6 +88,8 @@ def check_output(path: str, overwrite: bool, comm=None) -> None:
         d = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(d):
             raise InputError(f"{path}: output directory {d} does not exist [rank {rank}]")
+        if os.path.isdir(path):
+            raise InputError(f"{path}: output path is a directory; name the HDF5 file to write [rank {rank}]")
         if os.path.exists(path) and not overwrite:
             raise InputError(f"{path}: output file exists (pass --overwrite / overwrite=True) [rank {rank}]")
 

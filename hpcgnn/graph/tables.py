@@ -30,6 +30,7 @@ import numpy as np
 from ..comm.windows import RowStore
 from ..partition.arrays import unique_counts
 from ..partition.config import read_config
+from ..errors import InputError
 from .partition_book import RangePartitionBook
 
 
@@ -83,12 +84,12 @@ class GraphTables:
             raise InputError(f"{self.h5_path}: cannot read the partition file ({e})") from None
         with f:
             for p in parts:
-                g = f[f"part{p}"]
                 ns, ne = int(self.node_bounds[p]), int(self.node_bounds[p + 1])
                 es, ee = int(self.edge_bounds[p]), int(self.edge_bounds[p + 1])
                 n, e = ne - ns, ee - es
-                indptr = g["csr/indptr"][:]
                 T = self.num_etypes
+                g = self._check_part(f, p, n, e, T)
+                indptr = g["csr/indptr"][:]
                 csr = self.csr.local_rows[nrow0:nrow0 + n].reshape(n, T, 2)
                 csr[:, :, 0] = (es + indptr[:-1]).reshape(T, n).T
                 csr[:, :, 1] = (es + indptr[1:]).reshape(T, n).T
@@ -104,6 +105,26 @@ class GraphTables:
                         st.local_rows[erow0:erow0 + e] = g[f"edge/{k}"][:]
                 nrow0 += n
                 erow0 += e
+
+    def _check_part(self, f, p: int, n: int, e: int, T: int):
+        """Partition ``p``'s group, after checking that it holds what the JSON says:
+        ``n`` nodes and ``e`` edges (its ``node_map``/``edge_map``), and every node
+        and edge dataset with the JSON's dtype and row shape."""
+        where = f"{self.h5_path} (named by {self.config_path})"
+        if f"part{p}" not in f or "csr/indptr" not in f[f"part{p}"]:
+            raise InputError(f"{where}: no group /part{p} with a CSR")
+        g = f[f"part{p}"]
+        if g["csr/indptr"].shape != (n * T + 1,) or int(g["csr/indptr"][-1]) != e:
+            raise InputError(f"{where}: /part{p} holds {g['csr/indptr'].shape[0] - 1} CSR rows and "
+                             f"{int(g['csr/indptr'][-1])} edges; the JSON's node_map/edge_map say {n * T} and {e}")
+        for kind, tables, rows in (("node", self.ndata, n), ("edge", self.edata, e)):
+            for k, st in tables.items():
+                d = g.get(f"{kind}/{k}")
+                if d is None or d.dtype != st.dtype or d.shape != (rows,) + st.row_shape:
+                    got = "missing" if d is None else f"{d.dtype} {d.shape}"
+                    raise InputError(f"{where}: /part{p}/{kind}/{k} is {got}; the JSON's {kind}_feats say "
+                                     f"{st.dtype} {(rows,) + st.row_shape}")
+        return g
 
     @property
     def num_nodes(self) -> int:

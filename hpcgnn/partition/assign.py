@@ -51,11 +51,13 @@ def local_degrees(comm, vtxdist: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.bincount(got - lo, minlength=nlocal).astype(np.int64)
 
 
-def balance_columns(comm, name: str, values: np.ndarray, path: str) -> list[np.ndarray]:
+def balance_columns(comm, name: str, values: np.ndarray, path: str, num_values: int | None = None) -> list[np.ndarray]:
     """Collective: weight columns for one ``--balance-ntypes`` array (DGL's semantics).
 
     A mask (bool, or integers all in {0, 1}) gives one column (1 where set); another
     integer array (node types) gives one one-hot column per value ``0..max``.
+    ``num_values`` (node types): always one one-hot column per value
+    ``0..num_values-1``, column ``t`` for type ``t``.
     """
     from ..comm.agree import agreed
     from ..comm.mpi import MPI
@@ -71,7 +73,9 @@ def balance_columns(comm, name: str, values: np.ndarray, path: str) -> list[np.n
             raise InputError(f"{path}: dataset '{name}' used in --balance-ntypes holds negative values "
                              f"(rank {rank})")
     vmax = comm.allreduce(int(v.max()) if len(v) else 0, op=MPI.MAX)
-    if values.dtype.kind == "b" or vmax <= 1:
+    if num_values is not None:
+        vmax = max(vmax, int(num_values) - 1)
+    elif values.dtype.kind == "b" or vmax <= 1:
         return [v]
     with agreed(comm):
         if vmax >= MAX_ONEHOT:

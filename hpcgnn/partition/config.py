@@ -38,18 +38,41 @@ def _is_config(path: str) -> str | None:
     return None
 
 
-def check_output_dir(out_dir: str, graph_name: str, overwrite: bool, rank: int) -> None:
+def _is_partition_h5(path: str) -> bool:
+    """Whether ``path`` is an HDF5 file of partitions (groups ``part0``...)."""
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            return "part0" in f and "format" not in f.attrs
+    except (OSError, ValueError):
+        return False
+
+
+def check_output_dir(out_dir: str, graph_name: str, overwrite: bool, rank: int,
+                     input_path: str | None = None) -> None:
     """Independent (call on one rank inside ``agreed``): may we write ``graph_name`` here?
 
     Refuses, unless ``overwrite``, when the directory already holds a finished
     partitioned graph (any ``*.json`` of this format): the same graph name, or a
-    different graph.  A leftover ``<name>.h5`` without its JSON is a failed run and is
-    replaced.  Raises :class:`InputError` naming the directory and the file.
+    different graph.  A leftover ``<name>.h5`` of partitions without its JSON is a
+    failed run and is replaced; any other file of that name (the input itself, a raw
+    graph, something else) is never replaced, ``overwrite`` or not.  Raises
+    :class:`InputError` naming the directory and the file.
     """
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError(f"{out_dir}: output path exists and is not a directory (rank {rank})")
     if not os.path.isdir(out_dir):
         return
+    h5 = os.path.join(out_dir, h5_name(graph_name))
+    if os.path.exists(h5):
+        if input_path is not None and os.path.exists(input_path) and os.path.samefile(h5, input_path):
+            raise InputError(f"{input_path}: the partitions of graph '{graph_name}' would be written over "
+                             f"this input file ({h5}); choose another output directory (rank {rank})")
+        if not _is_partition_h5(h5):
+            raise InputError(f"{out_dir}: {h5} exists and is not a file of partitions; the partitions of "
+                             f"graph '{graph_name}' go there: move it away or choose another output "
+                             f"directory (rank {rank})")
     found = []
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         name = _is_config(path)
@@ -96,6 +119,26 @@ def read_config(config: str | dict) -> tuple[dict, str]:
         raise InputError(f"{config}: not a JSON file ({e})") from e
     if d.get("format") != FORMAT:
         raise InputError(f"{config}: key 'format' is {d.get('format')!r}, expected {FORMAT!r}")
-    if int(d.get("version", -1)) != VERSION:
+    if d.get("version") != VERSION:
         raise InputError(f"{config}: key 'version' is {d.get('version')!r}, this hpcgnn reads {VERSION}")
+    for key, kind in _REQUIRED:
+        if key not in d:
+            raise InputError(f"{config}: key {key!r} is missing")
+        if not isinstance(d[key], kind) or isinstance(d[key], bool) and kind is int:
+            raise InputError(f"{config}: key {key!r} is {d[key]!r}, expected {kind.__name__}")
+    if d["edge_dir"] not in ("in", "out"):
+        raise InputError(f"{config}: key 'edge_dir' is {d['edge_dir']!r}, expected 'in' or 'out'")
+    if d["num_parts"] < 1 or len(d["parts"]) != d["num_parts"]:
+        raise InputError(f"{config}: key 'num_parts' is {d['num_parts']} but 'parts' lists {len(d['parts'])}")
+    for key in ("node_map", "edge_map"):
+        for t, bounds in d[key].items():
+            if not isinstance(bounds, list) or len(bounds) != d["num_parts"]:
+                raise InputError(f"{config}: key {key!r}, type {t!r}: expected one [start, end] per partition "
+                                 f"({d['num_parts']}), got {bounds!r}")
     return d, os.path.dirname(os.path.abspath(config))
+
+
+#: keys every reader needs, and their JSON types (docs/format.md describes them all)
+_REQUIRED = (("graph_name", str), ("num_nodes", int), ("num_edges", int), ("num_parts", int), ("h5_file", str),
+             ("node_map", dict), ("edge_map", dict), ("edge_dir", str), ("parts", list),
+             ("node_feats", dict), ("edge_feats", dict))

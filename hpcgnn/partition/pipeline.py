@@ -52,8 +52,8 @@ def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, c
         raise InputError(f"num_hops: {num_hops!r} must be an integer >= 1 (rank {rank})")
     if coarsen not in COARSEN_METHODS:
         raise InputError(f"coarsen: {coarsen!r} is not one of {list(COARSEN_METHODS)} (rank {rank})")
-    if not (isinstance(ubvec, (int, float, np.floating)) and ubvec >= 1.0):
-        raise InputError(f"ubvec: {ubvec!r} must be a number >= 1 (1.05: 5% imbalance allowed) (rank {rank})")
+    if not (isinstance(ubvec, (int, float, np.floating)) and ubvec > 1.0):
+        raise InputError(f"ubvec: {ubvec!r} must be a number > 1 (1.05: 5% imbalance allowed) (rank {rank})")
     if refine not in REFINE_METHODS:
         raise InputError(f"refine: {refine!r} is not one of {list(REFINE_METHODS)} (rank {rank})")
     try:
@@ -116,6 +116,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     with agreed(comm):
         _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank, refine, fanouts,
                        ubvec)
+        if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**31):
+            raise InputError(f"seed: {seed!r} must be an integer in [0, 2**31) (rank {rank})")
     method = METHODS[part_method]
     num_parts, num_hops = int(num_parts), int(num_hops)
     src = RawSource(input_path, comm)
@@ -136,12 +138,14 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
             if not name or "/" in name:
                 raise InputError(f"graph_name: {name!r} is not a valid file name (rank {rank})")
             if rank == 0:
-                cfg.check_output_dir(out_path, name, overwrite, rank)
+                cfg.check_output_dir(out_path, name, overwrite, rank, input_path)
         with agreed(comm):
             if rank == 0:
-                os.makedirs(out_path, exist_ok=True)
-                if overwrite:
-                    remove_quietly(cfg.config_path(out_path, name))
+                try:
+                    os.makedirs(out_path, exist_ok=True)
+                except OSError as e:
+                    raise InputError(f"{out_path}: cannot create the output directory ({e}) (rank {rank})") from e
+                # with overwrite, the old partition stays until this run commits its own
         vtxdist = np.array([block(N, r, R)[0] for r in range(R)] + [N], dtype=np.int64)
         lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
         src_ids, dst_ids = src.read_edges()
@@ -160,7 +164,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         if "node_type" in src.node_cols and src.ntypes and len(src.ntypes) > 1:
             with agreed(comm):
                 vals = src.read_node_col("node_type")
-            for t, c in enumerate(balance_columns(comm, "node_type", vals, input_path)):
+            for t, c in enumerate(balance_columns(comm, "node_type", vals, input_path, len(src.ntypes))):
                 weights[f"ntype={src.ntypes[t] if t < len(src.ntypes) else t}"] = c
                 zero_one.append(list(weights)[-1])
         if balance_edges:
@@ -290,6 +294,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     with agreed(comm):
         if rank == 0:
             try:
+                remove_quietly(path)            # the old JSON (overwrite) goes only now
                 os.replace(h5_tmp, os.path.join(out_path, cfg.h5_name(name)))
                 cfg.write_config_atomic(path, config)
             except OSError as e:

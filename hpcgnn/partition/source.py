@@ -87,6 +87,20 @@ class RawSource:
         v = self.f.attrs[key]
         return v.decode() if isinstance(v, bytes) else v
 
+    def _int_attr(self, key: str, required: bool = True):
+        """An integer root attribute (a float that is a whole number is accepted)."""
+        v = self._attr(key, required)
+        if v is None:
+            return None
+        try:
+            f = float(v)
+            ok = f == int(f)
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise self._err(f"attribute '{key}'", f"is {v!r}, expected an integer")
+        return int(f)
+
     def _column(self, name: str, path: str, nrows: int, field: str) -> Column:
         if path not in self.f:
             raise self._err(f"dataset '/{path}'", "missing")
@@ -97,20 +111,20 @@ class RawSource:
             raise self._err(f"dataset '/{path}'", f"shape {d.shape}, expected {nrows} rows ({field})")
         if d.dtype.kind not in "biuf":
             raise self._err(f"dataset '/{path}'", f"dtype {d.dtype} is not numeric or bool")
-        return Column(name, path, np.dtype(d.dtype), tuple(d.shape[1:]))
+        # read into (and written out in) this machine's byte order: readers map the rows
+        return Column(name, path, np.dtype(d.dtype).newbyteorder("="), tuple(d.shape[1:]))
 
     def _check_schema(self) -> None:
         fmt = self._attr("format")
         if fmt != FORMAT:
             raise self._err("attribute 'format'", f"is {fmt!r}, expected {FORMAT!r}")
-        ver = int(self._attr("version"))
+        ver = self._int_attr("version")
         if ver != VERSION:
             raise self._err("attribute 'version'", f"is {ver}, this hpcgnn reads version {VERSION}")
         self.graph_name = str(self._attr("graph_name"))
-        self.num_nodes = int(self._attr("num_nodes"))
-        self.num_edges = int(self._attr("num_edges"))
-        nc = self._attr("num_classes", required=False)
-        self.num_classes = None if nc is None else int(nc)
+        self.num_nodes = self._int_attr("num_nodes")
+        self.num_edges = self._int_attr("num_edges")
+        self.num_classes = self._int_attr("num_classes", required=False)
         if self.num_nodes < 1:
             raise self._err("attribute 'num_nodes'", f"is {self.num_nodes}, expected >= 1")
         if self.num_edges < 0:
@@ -136,6 +150,10 @@ class RawSource:
         c = self.node_cols.get("label")
         if c is not None and c.dtype.kind not in "iu":
             raise self._err("dataset '/nodes/data/label'", f"dtype {c.dtype}, expected integers (int64)")
+        c = self.node_cols.get("feat")
+        if c is not None and (c.dtype.kind != "f" or len(c.tail) != 1):
+            raise self._err("dataset '/nodes/data/feat'", f"dtype {c.dtype} shape {(n,) + c.tail}, "
+                            "expected a 2-D float array (one row of features per node)")
         self.ntypes = self.etypes = None
         for kind, rows, attr in (("nodes", n, "ntypes"), ("edges", e, "etypes")):
             if f"{kind}/type" in self.f:
@@ -149,6 +167,8 @@ class RawSource:
                         names = json.loads(names.decode() if isinstance(names, bytes) else names)
                     except ValueError as err:
                         raise self._err(f"attribute '/{kind}/type' {attr}", f"not JSON ({err})") from err
+                    if not isinstance(names, list) or (attr == "ntypes" and not all(isinstance(x, str) for x in names)):
+                        raise self._err(f"attribute {attr}", f"is {names!r}, expected a JSON list of type names")
                 setattr(self, attr, names)
 
         self.col_ntypes = {}   # node dataset -> the node types it describes (attribute 'ntypes')
@@ -201,6 +221,19 @@ class RawSource:
         if name in FEAT_NAMES_FINITE and a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
             bad = int(np.flatnonzero(~np.isfinite(a.reshape(len(a), -1)).all(axis=1))[0])
             raise self._err(f"dataset '/{col.path}'", f"row {lo + bad} holds NaN or inf")
+        rng = None
+        if name in ("train_mask", "val_mask", "test_mask") and a.dtype.kind != "b":
+            rng = (0, 2, "a mask's values {0, 1}")
+        elif name == "label":
+            rng = (-1, self.num_classes if self.num_classes is not None else None,
+                   "the label range [-1, num_classes) (-1 = unlabeled)")
+        if rng is not None and a.size:
+            vmin, vmax, what = rng
+            out = (a < vmin) if vmax is None else ((a < vmin) | (a >= vmax))
+            if out.any():
+                bad = int(np.flatnonzero(out.reshape(len(a), -1).any(axis=1))[0])
+                raise self._err(f"dataset '/{col.path}'", f"value {a.reshape(len(a), -1)[bad][0]} at row "
+                                f"{lo + bad} is outside {what}")
         return a
 
     def read_edge_col(self, name: str) -> np.ndarray:
