@@ -55,7 +55,7 @@ common=(--parsable --chdir="$work" ${HPCGNN_SBATCH_ARGS:-})
 dep=(--kill-on-invalid-dep=yes)
 
 gen=$(sbatch "${common[@]}" --nodes=1 --ntasks-per-node="$prep" --output="$work/generate-%j.out" \
-  --export="ALL,HPCGNN_GRAPH=$graph,HPCGNN_GRAPH_NODES=${HPCGNN_GRAPH_NODES:-20000},HPCGNN_GENERATE_ARGS=--name $name" \
+  --export="ALL,HPCGNN_GRAPH=$graph,HPCGNN_GRAPH_NODES=${HPCGNN_GRAPH_NODES:-20000},HPCGNN_GENERATE_ARGS=--name $name ${HPCGNN_GENERATE_ARGS:-}" \
   "$here/slurm/generate.sbatch")
 gen=${gen%%;*}     # --parsable prints "id" or "id;cluster"
 

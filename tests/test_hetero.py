@@ -110,6 +110,12 @@ def test_hetero_batch(typed):
         assert (o["etype"][eid] == CANON.index(key)).all()
     for t, x in hb.x_dict.items():
         assert torch.equal(x, torch.from_numpy(o["feat"][hb.n_id[t].numpy()]))
+    # rows fetched by reference (feature_rows="refs") convert the same way
+    from hpcgnn.sampling import DistNodeDataLoader
+    loader = DistNodeDataLoader(g, seeds, s, batch_size=64, seed=3, prefetch=0, feature_rows="refs")
+    rb = next(iter(loader))
+    for t, x in rb.to_hetero(g).x_dict.items():
+        assert torch.equal(x, torch.from_numpy(o["feat"][rb.to_hetero(g).n_id[t].numpy()]))
     data = hb.to_pyg()
     assert set(data.edge_types) == set(hb.edge_index_dict) and data["paper"].batch_size == 64
     # a PyG heterogeneous model runs on it

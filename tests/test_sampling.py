@@ -380,6 +380,13 @@ def test_neighbor_sampler_minibatch(graph):
     o.check_edges(wb.n_id[wb.edge_index[0]].numpy(), wb.n_id[wb.edge_index[1]].numpy(), wb.e_id.numpy())
     with pytest.raises(InputError, match="not a node feature"):
         b.fetch_features(g, feat="nope")
+    # seeds that are a strided view (perm[::2]) sample as their copy does
+    strided = torch.from_numpy(np.repeat(seeds, 2))[::2]
+    b3 = NeighborSampler(fanouts, seed=0).sample(g, strided)
+    assert torch.equal(b3.edge_index, b2.edge_index) and torch.equal(b3.n_id, b2.n_id)
+    from hpcgnn.sampling import DistNodeDataLoader
+    with pytest.raises(InputError, match="duplicates"):
+        DistNodeDataLoader(g, np.array([1, 2, 2, 3]), NeighborSampler([2]), 2)
 
 
 def test_pyg_models_run_on_a_minibatch(graph):

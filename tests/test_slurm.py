@@ -35,6 +35,7 @@ p.add_argument("--run-dir", required=True)
 p.add_argument("--checkpoint-every", type=int, default=0)
 p.add_argument("--resume", action="store_true")
 p.add_argument("--sleep", type=float, default=0)
+p.add_argument("--no-checkpoint", action="store_true")     # stop without writing one
 a = p.parse_args()
 comm = MPI.COMM_WORLD
 if comm.rank == 0:
@@ -48,9 +49,13 @@ while time.monotonic() < end and not stop:
     time.sleep(0.05)
 if comm.allreduce(len(stop)):
     if comm.rank == 0:
+        if not a.no_checkpoint:            # as hpcgnn train does on a stop signal
+            os.makedirs(os.path.join(a.run_dir, "checkpoints"), exist_ok=True)
+            open(os.path.join(a.run_dir, "checkpoints", "step-1.h5"), "w").close()
         print("stand-in: stopped on SIGUSR1", flush=True)
     sys.exit(0)
 if comm.rank == 0:
+    open(os.path.join(a.run_dir, "model.pt"), "w").close()
     print("test accuracy: 0.5000", flush=True)
 '''
 
@@ -248,3 +253,27 @@ def test_train_requeue_resumes(cluster, tmp_path, stand_in, launcher):
     assert runs[0].startswith("size=2 "), runs
     assert "stand-in: stopped on SIGUSR1" in text and "requeueing job" in text, text
     assert text.rstrip().splitlines()[-2:] == ["test accuracy: 0.5000", "hpcgnn-train: launcher exited with 0"], text
+
+
+def test_train_stop_without_a_checkpoint_is_not_requeued(cluster, tmp_path, stand_in):
+    """A stop that left no new checkpoint (or a run that had finished) is not
+    requeued: a requeued run would start over and could loop for ever."""
+    script, part_config = stand_in
+    run_dir = tmp_path / "run"
+    out = tmp_path / "train.out"
+    env = dict(HPCGNN_PART_CONFIG=part_config, HPCGNN_RUN_DIR=str(run_dir), HPCGNN_EPOCHS="3",
+               HPCGNN_TRAIN_SCRIPT=script, HPCGNN_TRAIN_ARGS="--sleep 60 --no-checkpoint")
+    sub = cluster.run(["sbatch", "--parsable", "--nodes=1", "--ntasks-per-node=2", f"--chdir={tmp_path}",
+                       "-o", str(out), os.path.join(ROOT, "slurm", "train.sbatch")], env=env)
+    assert sub.returncode == 0, _show(sub)
+    jobid = sub.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    while not (run_dir / "started").exists():
+        assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
+        time.sleep(0.2)
+    assert cluster.run(["scancel", "--batch", "--signal=USR1", jobid]).returncode == 0
+    state, code = _wait_job(cluster, jobid, timeout=120)
+    text = out.read_text()
+    assert state == "COMPLETED" and code == 0, text
+    assert _job_field(cluster, jobid, "Restarts") == "0", text
+    assert "not requeued (exit 0, no new checkpoint)" in text, text

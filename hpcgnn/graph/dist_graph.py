@@ -47,7 +47,7 @@ def _ids(ids, n: int, what: str) -> np.ndarray:
         a = a.reshape(1)
     if a.dtype.kind not in "iu" and not (a.size == 0):
         raise InputError(f"{what}: ids must be integers, got dtype {a.dtype}")
-    a = a.astype(np.int64, copy=False).reshape(-1)
+    a = np.ascontiguousarray(a.astype(np.int64, copy=False).reshape(-1))   # kernels read it as memory
     if a.size and (a.min() < 0 or a.max() >= n):
         bad = int(a[(a < 0) | (a >= n)][0])
         raise InputError(f"{what}: id {bad} is out of range [0, {n})")

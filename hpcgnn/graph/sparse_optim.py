@@ -100,7 +100,8 @@ class SparseAdam(_SparseOptimizer):
 
     def _update(self, emb, ids, g):
         tst = self.t[emb.name]._open_store()
-        t = tst.get_accumulate(ids, np.ones(len(ids), np.float32), op="sum") + 1.0
+        # the step count in float64: 1 - b2**t loses digits in float32 when b2 is near 1
+        t = tst.get_accumulate(ids, np.ones(len(ids), np.float32), op="sum").astype(np.float64) + 1.0
         mst, vst = self.m[emb.name]._open_store(), self.v[emb.name]._open_store()
         m_old, v_old = mst.gather(ids), vst.gather(ids)
         dm = (1.0 - self.b1) * (g - m_old)

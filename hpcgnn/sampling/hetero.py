@@ -96,6 +96,9 @@ def to_hetero(mb, g, feat: str | None = "feat", label: str | None = "label") -> 
         edge_index[key] = torch.from_numpy(np.stack([local[ei[0, m]], local[ei[1, m]]]))
         e_ids[key] = torch.from_numpy(eid[m])
     hb = HeteroBatch(ids, per_type, edge_index, e_ids, mb.batch_size, seed_type)
+    x = mb.x
+    if x is not None and not isinstance(x, torch.Tensor) and hasattr(x, "materialize"):
+        x = x.materialize()            # rows by reference (feature_rows="refs"): read them now
     if feat is not None:
         if feat not in g.ndata:
             raise InputError(f"MiniBatch.to_hetero: {feat!r} is not a node feature of graph {g.graph_name!r}")
@@ -103,7 +106,7 @@ def to_hetero(mb, g, feat: str | None = "feat", label: str | None = "label") -> 
         for name in has:
             if name in ids:        # rows the loader fetched already (mb.x), else read them now
                 m = torch.from_numpy(np.flatnonzero(nt == names.index(name)))
-                hb.x[name] = mb.x[m.to(mb.x.device)] if mb.x is not None else _as_tensor(g.ndata[feat][ids[name].numpy()])
+                hb.x[name] = x[m.to(x.device)] if x is not None else _as_tensor(g.ndata[feat][ids[name].numpy()])
     if label is not None:
         if label not in g.ndata:
             raise InputError(f"MiniBatch.to_hetero: {label!r} is not a node feature of graph {g.graph_name!r}")

@@ -132,6 +132,9 @@ class _Loader:
                 raise InputError(f"{what}: mode must be one of {MODES}, got {mode!r}")
             n_total = g.num_edges() if isinstance(self, DistEdgeDataLoader) else g.num_nodes()
             ids = _ids(ids, n_total, f"{what}: ids")
+            if not isinstance(self, DistEdgeDataLoader) and len(ids) and len(np.unique(ids)) != len(ids):
+                raise InputError(f"{what}: ids hold duplicates ({len(ids) - len(np.unique(ids))} repeated); "
+                                 "each id is a seed once per epoch")
             samplers = ctx.samplers_of(ctx.rank)
             if mode == "samplers" and not samplers:
                 raise InputError(f"{what}: mode='samplers' but layout '{ctx.layout}' gives trainer "

@@ -162,7 +162,8 @@ def sample_typed(g, seeds: np.ndarray, fanouts: list[int], replace: bool, seed: 
 def sample_neighbors(g, seeds, fanout, edge_dir: str = "in", replace: bool = False, prob=None, *,
                      rng=None) -> Edges:
     """Sample up to ``fanout`` neighbors of every seed: ``Edges(src, dst, eid)``, global
-    ids as torch int64, grouped by seed in the order of ``seeds``.
+    ids as torch int64, grouped by seed in the order of ``seeds`` (on a graph with
+    several edge types: by edge type first, then by seed).
 
     ``edge_dir='in'``: in-edges (``dst`` = seed), ``'out'``: out-edges (``src`` = seed);
     it must be the direction the graph was partitioned with.  Without replacement a
