@@ -99,6 +99,10 @@ def test_ogb_nan_labels_become_minus_one(tmp_path):
     ("columns", "edge.csv.gz"),
     ("bad_split_id", "valid.csv.gz"),
     ("feat_rows", "node-feat"),
+    ("fractional_label", "node-label"),
+    ("negative_label", "node-label"),
+    ("empty_labels", "node-label"),
+    ("fractional_count", "num-node-list"),
 ])
 def test_ogb_bad_input_names_the_file_and_leaves_no_output(tmp_path, damage, field):
     d, _ = make_ogb(str(tmp_path))
@@ -114,6 +118,13 @@ def test_ogb_bad_input_names_the_file_and_leaves_no_output(tmp_path, damage, fie
         write_gz(f"{d}/split/time/valid.csv.gz", [1, 99])
     elif damage == "feat_rows":
         write_gz(f"{d}/raw/node-feat.csv.gz", np.zeros((N - 1, 3)))
+    elif damage in ("fractional_label", "negative_label"):
+        bad = 1.7 if damage == "fractional_label" else -5
+        write_gz(f"{d}/raw/node-label.csv.gz", [[0], [bad]] + [[1]] * (N - 2))
+    elif damage == "empty_labels":
+        write_gz(f"{d}/raw/node-label.csv.gz", np.zeros((0, 1)))
+    elif damage == "fractional_count":
+        write_gz(f"{d}/raw/num-node-list.csv.gz", [N + 0.5])
     out = str(tmp_path / "out.h5")
     with pytest.raises(InputError) as err:
         convert_ogb(d, out)

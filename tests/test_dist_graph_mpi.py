@@ -174,7 +174,21 @@ def test_dist_tensor_in_a_served_launch(shared_tmp):
         anon.barrier()
         assert anon[[2, 1, 0]].tolist() == [8, 7, 0]
         anon.free()
+        # init_func: a cast within a kind is fine, across kinds refused; a failed one
+        # leaves the name free
+        f64 = DistTensor((10, 2), torch.float32, name="f64", init_func=lambda s, d: np.full(s, 0.5))
+        assert torch.equal(f64[[3]], torch.full((1, 2), 0.5))
+        with pytest.raises(InputError, match="float64 values for a int64 tensor"):
+            DistTensor((10,), torch.int64, name="ints", init_func=lambda s, d: np.full(s, 2.9))
+        with pytest.raises(InputError, match="init_func returned shape"):
+            DistTensor((10, 2), torch.float32, name="retry", init_func=lambda s, d: np.zeros(3))
+        again = DistTensor((10, 2), torch.float32, name="retry", init_func=lambda s, d: torch.ones(s, dtype=d))
+        assert torch.equal(again[[0, 9]], torch.ones(2, 2))
+        # rows by reference outlive nothing: after free() they raise
+        refs = t.row_refs([0, 1])
         t.free()
+        with pytest.raises(InputError, match="has been freed"):
+            refs.materialize()
     else:
         ctx.service.serve()
     ctx.finalize()

@@ -118,3 +118,17 @@ def test_rgcn_resume_gives_the_same_model(mpirun, mag, tmp_path):
         # every epoch once, no step twice (stopped on an epoch's last step, the run still
         # closes that epoch)
         assert got == ([(0, 6), (1, 4), (2, 6)] if cut_at == 8 else [(0, 6), (1, 6), (2, 6)]), got
+
+
+@pytest.mark.timeout(300)
+def test_rgcn_names_a_feature_the_graph_lacks(mag, tmp_path):
+    """--feat that is not node data: an error, not a model trained without features
+    (only the default name, missing, or --feat '' mean no features)."""
+    import subprocess
+
+    _, cfg = mag
+    res = subprocess.run([sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "x"),
+                          "--layout", "servers=0,samplers=0,trainers=1", "--feat", "nosuch", *SETTINGS],
+                         capture_output=True, text=True, timeout=250, env=clean_mpi_env())
+    assert res.returncode != 0
+    assert "no node data 'nosuch' (setting feat)" in res.stderr, res.stderr[-2000:]

@@ -153,11 +153,22 @@ def _convert_ogb(src_dir: str, out: str, split: str | None, name: str | None, ov
     e_list = _read_small(p("num-edge-list.csv.gz"), "num-edge-list").ravel()
     if len(n_list) != 1 or len(e_list) != 1:
         raise InputError(f"{rdir}: num-node-list/num-edge-list: expected one graph, found {len(n_list)}")
+    for what, v in (("num-node-list", n_list[0]), ("num-edge-list", e_list[0])):
+        if not (np.isfinite(v) and v >= 0 and v == int(v)):
+            raise InputError(f"{p(what + '.csv.gz')}: {what}: {v} is not a count (a whole number >= 0)")
     n, e = int(n_list[0]), int(e_list[0])
     masks = _ogb_split(src_dir, split, n)
     label, num_classes = None, None
     if os.path.isfile(p("node-label.csv.gz")):
-        lab = np.concatenate(list(_csv_rows(p("node-label.csv.gz"), "node-label", np.float64)))
+        blocks = list(_csv_rows(p("node-label.csv.gz"), "node-label", np.float64))
+        if not blocks:
+            raise InputError(f"{p('node-label.csv.gz')}: node-label: the file holds no rows, num-node-list says {n}")
+        lab = np.concatenate(blocks)
+        bad = ~np.isnan(lab) & ((lab < 0) | (lab != np.floor(lab)))
+        if bad.any():
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise InputError(f"{p('node-label.csv.gz')}: node-label: row {row} holds {lab[row].tolist()}; "
+                             "labels are class numbers (whole numbers >= 0, or NaN for none)")
         if lab.shape[0] != n:
             raise InputError(f"{p('node-label.csv.gz')}: node-label: {lab.shape[0]} rows, num-node-list says {n}")
         label = np.where(np.isnan(lab), -1, lab).astype(np.int64)

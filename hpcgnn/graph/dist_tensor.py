@@ -121,7 +121,12 @@ def _init_values(init_func, shape, dtype, expect, name):
     vals = np.asarray(vals)
     if vals.shape != tuple(expect):
         raise InputError(f"DistTensor {name!r}: init_func returned shape {vals.shape}, expected {tuple(expect)}")
-    return vals
+    # the same rule in both modes: casts within a kind (float64 -> float32) are fine,
+    # across kinds (2.9 -> an integer) are refused
+    npdt = _np_dtype(dtype)
+    if not np.can_cast(vals.dtype, npdt, "same_kind"):
+        raise InputError(f"DistTensor {name!r}: init_func returned {vals.dtype} values for a {npdt} tensor")
+    return vals.astype(npdt, copy=False)
 
 
 #: rows a trainer initialises per init_func call (bounds its memory)
@@ -219,8 +224,11 @@ class DistTensor:
                 entry = reg[name]
                 try:
                     _init_by_trainers(ctx, entry.store, name, shape, dtype, init_func)
-                finally:
+                except BaseException:           # the same error on every trainer (agreed)
                     entry.store.barrier(ctx.trainer_comm)
+                    ctx.service.call("free_store", name)     # the name is free to try again
+                    raise
+                entry.store.barrier(ctx.trainer_comm)
             else:
                 entry = create_entry(ctx, *spec)
                 store = entry.store

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .. import _ext
+from ..errors import InputError
 
 
 class RowRefs:
@@ -54,8 +55,15 @@ class RowRefs:
         """The first ``n`` rows (no copy)."""
         return RowRefs(self.addr[:n], self.row_shape, self.dtype, self.keep)
 
+    def check_open(self) -> None:
+        """Raise InputError when a table the addresses point into has been freed."""
+        for k in self.keep:
+            if getattr(k, "_freed", False):
+                raise InputError(f"RowRefs: {k!r} has been freed; its rows are gone")
+
     def materialize(self) -> torch.Tensor:
         """The rows as a new tensor (what a gather would have returned)."""
+        self.check_open()
         out = torch.empty(self.shape, dtype=self.dtype)
         if out.numel():
             _ext.gather_addresses(self.addr, out.numpy())

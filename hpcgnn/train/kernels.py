@@ -326,6 +326,7 @@ def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != torch.float32 or len(x.row_shape) != 1 or adj.layout != torch.sparse_csr:
             return csr_mean(adj, x.materialize())
         # rows read in place: nothing to differentiate (they are no tensor)
+        x.check_open()
         out = torch.empty(adj.shape[0], x.row_shape[0], dtype=torch.float32)
         _ext.csr_mean_rows(adj.crow_indices().numpy(), adj.col_indices().numpy(), x.addr, out.numpy(),
                            torch.get_num_threads())

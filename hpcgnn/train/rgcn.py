@@ -69,9 +69,12 @@ def _setup(cfg: RGCNConfig, g, tc):
             if getattr(cfg, key) not in g.ndata:
                 raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node data "
                                  f"{getattr(cfg, key)!r} (setting {key}); it has {sorted(g.ndata)}")
+        if cfg.feat not in ("", "feat") and cfg.feat not in g.ndata:     # "" or a missing default: no features
+            raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has no node data {cfg.feat!r} "
+                             f"(setting feat); it has {sorted(g.ndata)}")
         if len(g.ntypes) < 2 and len(g.canonical_etypes) < 2:
             raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} is homogeneous; train it with "
-                             "examples/node_classification.py")
+                             "`hpcgnn train --task node` (examples/node_classification.py)")
         if g.get_partition_book().etypes == ["_E"]:
             raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} has node types but no edge types; "
                              "partition a raw graph with /edges/type and the etypes attribute")
