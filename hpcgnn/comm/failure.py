@@ -93,7 +93,13 @@ def finish_barrier(comm, what: str, timeout_s: float | None = None) -> None:
         return
     from .progress import IdleBackoff
 
-    limit = float(os.environ.get("HPCGNN_FINISH_TIMEOUT", FINISH_TIMEOUT_S)) if timeout_s is None else timeout_s
+    limit = timeout_s
+    if limit is None:
+        raw = os.environ.get("HPCGNN_FINISH_TIMEOUT", "")
+        try:
+            limit = float(raw) if raw else FINISH_TIMEOUT_S
+        except ValueError:
+            raise ValueError(f"HPCGNN_FINISH_TIMEOUT={raw!r}: expected a number of seconds") from None
     req = comm.Ibarrier()
     t0 = time.monotonic()
     told = False
