@@ -382,18 +382,28 @@ def _dataset_ntypes(g: RawGraph, name: str, d: h5py.Dataset) -> list[str]:
     return val
 
 
+def first_outside(block: np.ndarray, vmin: int, vmax: int | None) -> tuple[int, int] | None:
+    """``(row, value)`` of the first row of ``block`` holding a value outside
+    ``[vmin, vmax)`` (``vmax`` None: no upper bound), or None (pure)."""
+    if block.dtype == np.bool_ or not block.size:
+        return None
+    flat = block.reshape(len(block), -1)
+    out = (flat < vmin) if vmax is None else ((flat < vmin) | (flat >= vmax))
+    if not out.any():
+        return None
+    row = int(np.flatnonzero(out.any(axis=1))[0])
+    return row, int(flat[row][out[row]][0])
+
+
 def _scan(g: RawGraph, name: str, lo: int, hi: int, vmin: int, vmax: int, what: str) -> None:
     """Check that rows [lo, hi) of dataset ``name`` lie in [vmin, vmax)."""
     d = g.file[name]
     for a in range(lo, hi, SCAN_ROWS):
         block = d[a:min(hi, a + SCAN_ROWS)]
-        if block.dtype == np.bool_ or not len(block):
-            continue
-        bmin, bmax = int(block.min()), int(block.max())
-        if bmin < vmin or bmax >= vmax:
-            bad = int(np.flatnonzero((block < vmin) | (block >= vmax))[0]) + a
-            raise g._err(f"dataset /{name}", f"value {int(d[bad])} at row {bad} is outside {what} "
-                                             f"[{vmin}, {vmax}) (slice min {bmin}, max {bmax})")
+        bad = first_outside(block, vmin, vmax)
+        if bad is not None:
+            raise g._err(f"dataset /{name}", f"value {bad[1]} at row {a + bad[0]} is outside {what} "
+                                             f"[{vmin}, {vmax}) (slice min {int(block.min())}, max {int(block.max())})")
 
 
 def _check_values(g: RawGraph, check_features: bool) -> None:

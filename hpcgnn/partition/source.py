@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..comm.agree import agreed
+from ..datasets.raw import first_outside
 from ..errors import InputError
 
 FORMAT = "hpcgnn-raw"
@@ -92,6 +93,8 @@ class RawSource:
         v = self._attr(key, required)
         if v is None:
             return None
+        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+            return int(v)                 # exact, however large
         try:
             f = float(v)
             ok = f == int(f)
@@ -227,13 +230,10 @@ class RawSource:
         elif name == "label":
             rng = (-1, self.num_classes if self.num_classes is not None else None,
                    "the label range [-1, num_classes) (-1 = unlabeled)")
-        if rng is not None and a.size:
-            vmin, vmax, what = rng
-            out = (a < vmin) if vmax is None else ((a < vmin) | (a >= vmax))
-            if out.any():
-                bad = int(np.flatnonzero(out.reshape(len(a), -1).any(axis=1))[0])
-                raise self._err(f"dataset '/{col.path}'", f"value {a.reshape(len(a), -1)[bad][0]} at row "
-                                f"{lo + bad} is outside {what}")
+        if rng is not None:
+            bad = first_outside(a, rng[0], rng[1])
+            if bad is not None:
+                raise self._err(f"dataset '/{col.path}'", f"value {bad[1]} at row {lo + bad[0]} is outside {rng[2]}")
         return a
 
     def read_edge_col(self, name: str) -> np.ndarray:
