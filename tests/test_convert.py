@@ -103,6 +103,7 @@ def test_ogb_nan_labels_become_minus_one(tmp_path):
     ("negative_label", "node-label"),
     ("empty_labels", "node-label"),
     ("fractional_count", "num-node-list"),
+    ("overlapping_splits", "test.csv.gz: node 5 is also in valid.csv.gz"),
 ])
 def test_ogb_bad_input_names_the_file_and_leaves_no_output(tmp_path, damage, field):
     d, _ = make_ogb(str(tmp_path))
@@ -125,6 +126,8 @@ def test_ogb_bad_input_names_the_file_and_leaves_no_output(tmp_path, damage, fie
         write_gz(f"{d}/raw/node-label.csv.gz", np.zeros((0, 1)))
     elif damage == "fractional_count":
         write_gz(f"{d}/raw/num-node-list.csv.gz", [N + 0.5])
+    elif damage == "overlapping_splits":
+        write_gz(f"{d}/split/time/test.csv.gz", [2, 5, 6])
     out = str(tmp_path / "out.h5")
     with pytest.raises(InputError) as err:
         convert_ogb(d, out)

@@ -241,6 +241,11 @@ def _ogb_split(src_dir: str, split: str | None, n: int) -> dict[str, np.ndarray]
         _check_ids(idx, n, path, fname, 0)
         mask = np.zeros(n, dtype=np.bool_)
         mask[idx] = True
+        for (other, _), prev in zip(OGB_SPLIT_FILES, masks.values()):
+            both = np.flatnonzero(mask & prev)
+            if len(both):     # a node trained on and tested on would make the accuracy wrong
+                raise InputError(f"{path}: node {int(both[0])} is also in {other}.csv.gz "
+                                 f"({len(both)} nodes in both): the splits must not overlap")
         masks[key] = mask
     return masks
 
