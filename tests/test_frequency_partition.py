@@ -78,3 +78,7 @@ def test_bad_frequency_settings(tmp_path, parts):
     with pytest.raises(InputError, match="nope.*seeds"):
         partition_graph(raw, str(tmp_path / "c"), 2, refine="frequency", seeds="nope")
     assert not os.path.exists(tmp_path / "c" / "g.json")
+    # a column that is not a 0/1 mask (the labels) is refused, not taken as one
+    with pytest.raises(InputError, match="nodes/data/label.*outside a mask's values"):
+        partition_graph(raw, str(tmp_path / "d"), 2, refine="frequency", seeds="label")
+    assert not os.path.exists(tmp_path / "d" / "g.json")

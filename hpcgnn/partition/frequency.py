@@ -154,7 +154,7 @@ def frequency_refine(comm, src, path: str, vtxdist, src_ids, dst_ids, parts: np.
         if seeds not in src.node_cols:
             raise InputError(f"{path}: dataset '/nodes/data/{seeds}' (the frequency partitioner's seeds) is "
                              f"missing (rank {rank})")
-        mask = src.read_node_col(seeds)
+        mask = src.read_node_col(seeds, mask=True)
         if mask.ndim != 1 or mask.dtype.kind not in "biu":
             raise InputError(f"{path}: dataset '/nodes/data/{seeds}' (the frequency partitioner's seeds) must be "
                              f"a 1-D mask, has dtype {mask.dtype} shape {mask.shape} (rank {rank})")

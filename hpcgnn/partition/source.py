@@ -215,22 +215,23 @@ class RawSource:
                 ends.append(a)
         return ends[0], ends[1]
 
-    def read_node_col(self, name: str) -> np.ndarray:
-        """Independent: this rank's node block of node column ``name``; feat checked finite
-        (call inside :func:`~hpcgnn.comm.agree.agreed`)."""
+    def read_node_col(self, name: str, mask: bool = False) -> np.ndarray:
+        """Independent: this rank's node block of node column ``name``; feat checked finite,
+        labels and masks (the split masks, or any column read with ``mask=True``)
+        checked in range (call inside :func:`~hpcgnn.comm.agree.agreed`)."""
         lo, hi = self.node_block()
         col = self.node_cols[name]
         a = self.read(col, lo, hi)
         if name in FEAT_NAMES_FINITE and a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
             bad = int(np.flatnonzero(~np.isfinite(a.reshape(len(a), -1)).all(axis=1))[0])
             raise self._err(f"dataset '/{col.path}'", f"row {lo + bad} holds NaN or inf")
-        rng = None
-        if name in ("train_mask", "val_mask", "test_mask") and a.dtype.kind != "b":
-            rng = (0, 2, "a mask's values {0, 1}")
-        elif name == "label":
-            rng = (-1, self.num_classes if self.num_classes is not None else None,
-                   "the label range [-1, num_classes) (-1 = unlabeled)")
-        if rng is not None:
+        ranges = []
+        if name == "label":
+            ranges.append((-1, self.num_classes if self.num_classes is not None else None,
+                           "the label range [-1, num_classes) (-1 = unlabeled)"))
+        if (mask or name in ("train_mask", "val_mask", "test_mask")) and a.dtype.kind != "b":
+            ranges.append((0, 2, "a mask's values {0, 1}"))
+        for rng in ranges:
             bad = first_outside(a, rng[0], rng[1])
             if bad is not None:
                 raise self._err(f"dataset '/{col.path}'", f"value {bad[1]} at row {lo + bad[0]} is outside {rng[2]}")
