@@ -113,25 +113,33 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     common = ["--epochs", "3", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--seed", "3"]
     full = _train(mpirun, cfg, tmp_path / "a", *common)
     assert full.returncode == 0, full.stdout + full.stderr
-    cut = _train(mpirun, cfg, tmp_path / "b", *common, "--checkpoint-every", "7", "--max-steps", "30")
+    cut = _train(mpirun, cfg, tmp_path / "b", *common, "--checkpoint-every", "7", "--max-steps", "25")
     assert cut.returncode == 0, cut.stdout + cut.stderr
-    assert "stopped at step 30" in cut.stdout
+    assert "stopped at step 25" in cut.stdout
     ckpts = sorted(os.listdir(tmp_path / "b" / "checkpoints"))
-    assert "step-30.h5" in ckpts and not any(c.endswith(".tmp") for c in ckpts)
+    assert "step-25.h5" in ckpts and not any(c.endswith(".tmp") for c in ckpts)
     # resumed at its limit, a run stops at once: no step beyond it
-    same = _train(mpirun, cfg, tmp_path / "b", *common, "--max-steps", "30", "--resume")
+    same = _train(mpirun, cfg, tmp_path / "b", *common, "--max-steps", "25", "--resume")
     assert same.returncode == 0, same.stdout + same.stderr
-    assert "stopped at step 30 (max_steps=30)" in same.stdout
+    assert "stopped at step 25 (max_steps=25)" in same.stdout
     assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ckpts
     again = _train(mpirun, cfg, tmp_path / "b", *common, "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "resumed from" in again.stdout and "at step 30" in again.stdout
+    assert "resumed from" in again.stdout and "at step 25" in again.stdout
     a = torch.load(tmp_path / "a" / "model.pt")
     b = torch.load(tmp_path / "b" / "model.pt")
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
     assert _final(full.stdout)["test_acc"] == _final(again.stdout)["test_acc"]
+    # every epoch's log row has the same training loss and accuracy, the epoch cut at
+    # step 25 too (its totals before the stop travel in the checkpoint)
+    rows = {k: [json.loads(ln) for ln in (tmp_path / k / "log.jsonl").read_text().splitlines()] for k in "ab"}
+    rows = {k: [r for r in v if r["kind"] == "epoch"] for k, v in rows.items()}
+    assert [r["epoch"] for r in rows["b"]] == [0, 1, 2]
+    assert 25 % rows["a"][0]["steps"] != 0          # the stop fell inside an epoch
+    for x, y in zip(rows["a"], rows["b"]):
+        assert y["loss"] == pytest.approx(x["loss"], rel=1e-5) and y["train_acc"] == x["train_acc"], (x, y)
     # a checkpoint of another model is refused before training
     other = _train(mpirun, cfg, tmp_path / "b", *common[:-4], "--hidden", "32", "--fanouts", "4,3", "--resume")
     assert other.returncode != 0

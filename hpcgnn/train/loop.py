@@ -16,18 +16,22 @@ from .common import newest_checkpoint, rng_state, set_rng_state
 
 class Checkpoints:
     """Saves and restores what a resumed run needs: the model and optimizer
-    (replicated: written once), each trainer's RNG states and loader position, and
-    ``tensors`` (distributed tables such as a ``DistEmbedding``'s rows)."""
+    (replicated: written once), each trainer's RNG states, loader position and the
+    totals of the epoch so far, and ``tensors`` (distributed tables such as a
+    ``DistEmbedding``'s rows)."""
 
     def __init__(self, tc, run_dir: str, meta: dict, model, opt, loader, tensors: dict | None = None):
         self.tc, self.run_dir, self.meta = tc, run_dir, meta
         self.model, self.opt, self.loader, self.tensors = model, opt, loader, tensors
+        self.epoch_totals = None     # restored by resume(), taken by the first run_steps
 
-    def save(self, step: int) -> None:
-        """Collective over the trainers."""
+    def save(self, step: int, epoch_totals: dict | None = None) -> None:
+        """Collective over the trainers.  ``epoch_totals``: the current epoch's
+        ``loss_sum``, ``correct``, ``seen`` and ``compute_s`` so far on this trainer."""
         checkpoint.save(self.tc, self.run_dir, step, self.meta,
                         {"model": self.model.state_dict(), "optimizer": self.opt.state_dict()},
-                        {"rng": rng_state(), "loader": self.loader.state_dict()}, tensors=self.tensors)
+                        {"rng": rng_state(), "loader": self.loader.state_dict(),
+                         "epoch_totals": epoch_totals}, tensors=self.tensors)
 
     def resume(self) -> tuple[int, int, str | None]:
         """Collective: restore the newest complete checkpoint, if any.  Returns
@@ -40,6 +44,8 @@ class Checkpoints:
         self.opt.load_state_dict(rep["optimizer"])
         set_rng_state(own["rng"])
         self.loader.load_state_dict(own["loader"])
+        if self.loader.position[1] > 0:      # resumed inside an epoch: its totals so far
+            self.epoch_totals = own.get("epoch_totals")
         return step, self.loader.state_dict()["epoch"], found
 
 
@@ -75,6 +81,10 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
     has ``epoch_complete``: the script still closes that epoch (its log row and
     validation), since a resumed run starts with the next one."""
     r = EpochSteps(step=step, stopped=False)
+    if ckpt.epoch_totals:          # the part of this epoch run before the resume
+        for k, v in ckpt.epoch_totals.items():
+            setattr(r, k, v)
+        ckpt.epoch_totals = None
     if cfg.max_steps > 0 and step >= cfg.max_steps:
         r.stopped = True          # resumed at the limit: no step beyond it (the checkpoint is there)
         return r
@@ -94,7 +104,7 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
             loader.finish_epoch()         # a checkpoint here resumes at the next epoch
         stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and r.step >= cfg.max_steps)
         if stop or (cfg.checkpoint_every > 0 and r.step % cfg.checkpoint_every == 0):
-            ckpt.save(r.step)
+            ckpt.save(r.step, {k: getattr(r, k) for k in ("loss_sum", "correct", "seen", "compute_s")})
         if stop:
             r.stopped = True
             break
