@@ -192,3 +192,52 @@ def test_dist_tensor_in_a_served_launch(shared_tmp):
     else:
         ctx.service.serve()
     ctx.finalize()
+
+
+def test_a_dgl_script_ports_unchanged(tmp_path):
+    """The idioms of DGL's distributed tutorial and API, standalone on 2 partitions."""
+    from hpcgnn.graph import DistEmbedding, DistTensor, PartitionPolicy, node_split
+
+    raw, cfg = _make(str(tmp_path), 2, None)
+    o = Oracle(raw, cfg)
+    g = DistGraph("g", part_config=cfg)
+    n, m = g.num_nodes(), g.num_edges()
+    # slices and single ids read rows, as DGL's DistTensor does
+    assert torch.equal(g.ndata["label"][0:n], torch.from_numpy(o.label))
+    assert np.array_equal(g.ndata["feat"][5:9].numpy(), o.feat[5:9])
+    assert g.ndata["feat"][3].shape == (1, 8)
+    # graph data knows its partition book: node_split(g.ndata[...]) needs nothing else
+    mask = g.ndata["train_mask"]
+    assert mask.part_policy == g.get_node_partition_policy()
+    book = g.get_partition_book()
+    shares = [node_split(mask, book, "_N", r, True, num_trainers=2).numpy() for r in range(2)]
+    assert np.array_equal(np.sort(np.concatenate(shares)), np.flatnonzero(mask[0:n].numpy()))
+    assert np.array_equal(node_split(mask, rank=0, num_trainers=2).numpy(), shares[0])
+    with pytest.raises(InputError, match="partition_book"):
+        node_split(np.ones(n, bool), rank=0, num_trainers=2)
+    # members DGL documents
+    assert g.idtype == torch.int64 and g.device == torch.device("cpu")
+    assert g.get_ntype_id("_N") == 0 and g.get_etype_id(("_N", "_E", "_N")) == 0
+    assert g.num_edges(("_N", "_E", "_N")) == m == g.num_edges(g.canonical_etypes[0])
+    assert g.get_edge_partition_policy().get_size() == m
+    assert g.node_attr_schemes()["feat"].shape == (8,) and g.edge_attr_schemes()["weight"].dtype == torch.float32
+    assert g.in_degrees(7) == int(o.in_deg[7]) and isinstance(g.out_degrees(7), int)
+    assert torch.equal(g.in_degrees(torch.tensor([7])), torch.tensor([int(o.in_deg[7])]))
+    # a DistTensor with one row per node follows the node partitions, and can be attached
+    h = DistTensor((n, 4), torch.float32, name="h")
+    assert h.part_policy == g.get_node_partition_policy()
+    h[0:3] = torch.ones(3, 4)
+    g.ndata["h"] = h
+    assert torch.equal(g.ndata["h"][0:4].sum(1), torch.tensor([4.0, 4, 4, 0]))
+    with pytest.raises(InputError, match="rows"):
+        g.ndata["bad"] = DistTensor((n + 1, 2), torch.float32)
+    with pytest.raises(InputError, match="already"):
+        g.ndata["feat"] = h
+    # an explicit policy in a standalone process (DGL's standalone mode)
+    pol = PartitionPolicy("node", book)
+    t = DistTensor((n, 2), torch.int64, name="t", part_policy=pol)
+    t[torch.tensor([n - 1])] = torch.tensor([[1, 2]])
+    assert t[n - 1].tolist() == [[1, 2]]
+    emb = DistEmbedding(n, 3, name="e", part_policy=pol)
+    assert emb.part_policy == pol
+    g._ctx.finalize()

@@ -73,6 +73,42 @@ def test_typed_book_and_views(typed):
     assert np.array_equal(g.in_degrees(ids).numpy(), deg)
 
 
+def test_per_type_split_and_book_calls(typed):
+    """DGL's typed calls: node_split of a per-type mask gives per-type ids, the typed
+    data view works as a mask, the book takes type arguments."""
+    from hpcgnn.graph import edge_split, node_split
+
+    g, o = typed
+    book = g.get_partition_book()
+    npaper = g.num_nodes("paper")
+    homo_mask = g.ndata["train_mask"][0:o["n"]].numpy().astype(bool) & (o["ntype"] == 0)
+    want = np.sort(book.map_to_per_ntype(np.flatnonzero(homo_mask))[1])
+    view = g.nodes["paper"].data["train_mask"]
+    per_mask = view[0:npaper].numpy()
+    for mask in (per_mask, torch.from_numpy(per_mask), view):
+        for even in (True, False):
+            shares = [node_split(mask, book, "paper", r, even, num_trainers=3).numpy() for r in range(3)]
+            got = np.concatenate(shares)
+            assert np.array_equal(np.sort(got), want) and len(got) == len(want)
+            assert all(np.all(s < npaper) for s in shares)
+    # a mask over all nodes still gives homogeneous ids
+    assert np.array_equal(node_split(homo_mask, book, "paper", 0, num_trainers=1).numpy(), np.flatnonzero(homo_mask))
+    # edges: a per-type mask of one edge type, the type as a canonical triple
+    c = CANON[1]
+    ne = g.num_edges(c)
+    emask = np.zeros(ne, bool)
+    emask[::3] = True
+    got = np.concatenate([edge_split(emask, book, c, r, num_trainers=2).numpy() for r in range(2)])
+    assert np.array_equal(np.sort(got), np.flatnonzero(emask))
+    # the book with type arguments: per-type ids
+    assert np.array_equal(book.nid2partid(per_mask.nonzero()[0], "paper"),
+                          book.nid2partid(book.map_to_homo_nid(per_mask.nonzero()[0], "paper")))
+    p0 = book.partid2nids(0, "paper")
+    assert isinstance(p0, torch.Tensor) and torch.all(book.nid2partid(p0, "paper") == 0)
+    assert sum(len(book.partid2nids(p, "author")) for p in range(2)) == g.num_nodes("author")
+    assert sum(len(book.partid2eids(p, c)) for p in range(2)) == ne
+
+
 def test_per_etype_fanouts(typed):
     g, o = typed
     seeds = np.flatnonzero(o["ntype"] == 0)[:200]          # papers: in-edges cites (0) and writes (1)

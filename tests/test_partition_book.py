@@ -2,6 +2,7 @@
 checksums by slices, the random assignment and the relabelling rule."""
 import numpy as np
 import pytest
+import torch
 
 from hpcgnn.graph import RangePartitionBook
 from hpcgnn.partition.assign import random_parts
@@ -16,7 +17,7 @@ def test_partition_book_lookups():
     assert b.num_partitions() == 3 and b.partid == 2 and b.num_nodes == 10 and b.num_edges == 20
     assert b.nid2partid([0, 3, 4, 9]).tolist() == [0, 0, 2, 2]  # partition 1 is empty
     assert b.eid2partid([0, 6, 7, 8, 9, 19]).tolist() == [0, 0, 1, 1, 2, 2]
-    assert b.partid2nids(2).tolist() == list(range(4, 10)) and b.partid2nids(1).size == 0
+    assert b.partid2nids(2).tolist() == list(range(4, 10)) and b.partid2nids(1).numel() == 0
     assert b.partid2eids(1).tolist() == [7, 8]
     assert b.nid2localnid([4, 9], 2).tolist() == [0, 5]
     assert [m["num_nodes"] for m in b.metadata()] == [4, 0, 6]
@@ -25,6 +26,19 @@ def test_partition_book_lookups():
         b.nid2partid([10])
     with pytest.raises(ValueError):
         RangePartitionBook(CONF, 3)
+    # DGL's conventions: torch in, torch out; partid2nids gives a tensor; type arguments;
+    # the canonical triple of an untyped graph names its one edge type
+    got = b.nid2partid(torch.tensor([0, 9]))
+    assert isinstance(got, torch.Tensor) and got.tolist() == [0, 2]
+    assert isinstance(b.nid2partid(np.array([0])), np.ndarray)
+    assert torch.sum(b.nid2partid(b.partid2nids(b.partid)) == b.partid) == 6
+    assert b.nid2partid(torch.tensor([4]), "_N").tolist() == [2] and b.eid2partid([8], "_E").tolist() == [1]
+    assert b.partid2nids(2, "_N").tolist() == list(range(4, 10)) and b.partid2eids(1, ("_N", "_E", "_N")).tolist() == [7, 8]
+    assert b.etype_id(("_N", "_E", "_N")) == 0 and b.num_edges_of(("_N", "_E", "_N")) == 20
+    t, per = b.map_to_per_ntype(torch.tensor([5]))
+    assert isinstance(per, torch.Tensor) and per.tolist() == [5]
+    with pytest.raises(ValueError, match="partition 3"):
+        b.partid2nids(3)
     bad = dict(CONF, node_map={"_N": [[0, 4], [5, 10], [10, 10]]})
     with pytest.raises(ValueError, match="contiguous"):
         RangePartitionBook(bad, 0)

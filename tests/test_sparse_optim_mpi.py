@@ -17,7 +17,7 @@ def _one_process_ctx():
     return hpcgnn.comm.initialize(layout="servers=0,samplers=0,trainers=1", comm=MPI.COMM_SELF)
 
 
-def _run(opt_name, all_rows):
+def _run(opt_name, all_rows, order="plain"):
     ctx = _one_process_ctx()
     g = torch.Generator().manual_seed(0)
     init = torch.randn(N, D, generator=g)
@@ -36,7 +36,12 @@ def _run(opt_name, all_rows):
             ids = torch.from_numpy(np.concatenate([rng.permutation(N), rng.integers(0, N, 10)]))
         else:
             ids = torch.from_numpy(rng.integers(0, N, 20))
+        if order == "stale":      # a backward never stepped, then zero_grad: forgotten
+            ((emb(ids[:5]) + 1) ** 2).sum().backward()
+            opt.zero_grad()
         loss = ((emb(ids) - target[ids]) ** 2).sum()
+        if order == "dgl":        # forward, zero_grad, backward, step
+            opt.zero_grad()
         loss.backward()
         opt.step()
         ref_opt.zero_grad()
@@ -49,6 +54,12 @@ def _run(opt_name, all_rows):
 
 def test_sparse_adagrad_matches_dense_adagrad():
     got, want = _run("adagrad", all_rows=False)
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("order", ["dgl", "stale"])
+def test_zero_grad_forgets_computed_gradients_only(order):
+    got, want = _run("adagrad", all_rows=False, order=order)
     assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
 
 

@@ -26,6 +26,8 @@ from ..errors import InputError
 from .dist_tensor import DistTensor
 
 Edges = namedtuple("Edges", ["src", "dst", "eid"])
+#: A feature's row shape and dtype (``g.node_attr_schemes()["feat"].shape``).
+Scheme = namedtuple("Scheme", ["shape", "dtype"])
 
 
 def expand_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -40,6 +42,8 @@ def expand_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 def _ids(ids, n: int, what: str) -> np.ndarray:
+    if isinstance(ids, slice):
+        return np.arange(*ids.indices(n), dtype=np.int64)
     if isinstance(ids, torch.Tensor):
         ids = ids.detach().cpu().numpy()
     a = np.asarray(ids)
@@ -60,6 +64,8 @@ class _DataView(dict):
     indexed by per-type ids: ``g.ndata["paper"]["feat"]`` (= ``g.nodes["paper"].data``)."""
 
     typed = None
+    graph = None
+    kind = "node"
 
     def __missing__(self, key):
         if self.typed is not None:
@@ -70,7 +76,19 @@ class _DataView(dict):
         raise KeyError(key)
 
     def __setitem__(self, key, value):
-        raise InputError(f"DistGraph data: create a DistTensor instead of assigning {key!r}")
+        """``g.ndata[name] = DistTensor(...)`` (DGL's way to attach new data): the tensor
+        must have one row per node (edge); other values are refused."""
+        n = None if self.graph is None else (self.graph.num_nodes() if self.kind == "node"
+                                             else self.graph.num_edges())
+        if not isinstance(value, DistTensor):
+            raise InputError(f"DistGraph data {key!r}: assign a DistTensor (create one with "
+                             f"DistTensor(({n}, ...), dtype, name=...)), not a {type(value).__name__}")
+        if n is not None and value.shape[0] != n:
+            raise InputError(f"DistGraph data {key!r}: the DistTensor has {value.shape[0]} rows, the graph "
+                             f"has {n} {self.kind}s")
+        if key in self:
+            raise InputError(f"DistGraph data {key!r}: the graph already has data of this name")
+        dict.__setitem__(self, key, value)
 
 
 class DistGraph:
@@ -137,10 +155,15 @@ class DistGraph:
         from .partition_book import RangePartitionBook
 
         self._book = RangePartitionBook(t.config, self._part_id)
-        self.ndata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:ndata:{k}")
+        from .policy import PartitionPolicy
+
+        npol, epol = PartitionPolicy("node", self._book), PartitionPolicy("edge", self._book)
+        self.ndata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:ndata:{k}", part_policy=npol)
                                 for k, st in t.ndata.items()})
-        self.edata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:edata:{k}")
+        self.edata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:edata:{k}", part_policy=epol)
                                 for k, st in t.edata.items()})
+        self.ndata.graph, self.ndata.kind = self, "node"
+        self.edata.graph, self.edata.kind = self, "edge"
         if not self._book.is_homogeneous:
             self.ndata.typed, self.edata.typed = _TypeViews(self, "node"), _TypeViews(self, "edge")
 
@@ -152,7 +175,8 @@ class DistGraph:
     def num_edges(self, etype=None) -> int:
         """Edges of type ``etype`` (canonical triple, ``"src:rel:dst"`` or a unique
         relation name; all edges when None)."""
-        return self._t.num_edges if etype is None else self._book.num_edges_of(etype)
+        return self._t.num_edges if etype is None else \
+            self._book.num_edges_of(self._book.etypes[self.get_etype_id(etype)])
 
     @property
     def is_homogeneous(self) -> bool:
@@ -187,7 +211,53 @@ class DistGraph:
         return self._book.canonical_etypes
 
     def to_canonical_etype(self, etype) -> tuple[str, str, str]:
-        return self._book.canonical_etypes[self._book.etype_id(etype)]
+        return self._book.canonical_etypes[self.get_etype_id(etype)]
+
+    def get_ntype_id(self, ntype) -> int:
+        """Index of a node type (``None`` on a graph with one type)."""
+        if ntype is None:
+            if len(self.ntypes) != 1:
+                raise InputError(f"DistGraph {self.graph_name!r}: name a node type, the graph has {self.ntypes}")
+            return 0
+        try:
+            return self._book.ntype_id(ntype)
+        except ValueError as e:
+            raise InputError(f"DistGraph {self.graph_name!r}: {e}") from None
+
+    def get_etype_id(self, etype) -> int:
+        """Index of an edge type: a canonical triple, ``"src:rel:dst"`` or a relation
+        name that names one type (``None`` on a graph with one type)."""
+        if etype is None:
+            if len(self.etypes) != 1:
+                raise InputError(f"DistGraph {self.graph_name!r}: name an edge type, the graph has "
+                                 f"{self.canonical_etypes}")
+            return 0
+        try:
+            return self._book.etype_id(etype)
+        except ValueError as e:
+            raise InputError(f"DistGraph {self.graph_name!r}: {e}") from None
+
+    def get_node_partition_policy(self, ntype=None):
+        """The :class:`PartitionPolicy` of node data (of ``ntype``: rows cover every node id)."""
+        from .policy import PartitionPolicy
+
+        return PartitionPolicy(f"node:{self.ntypes[self.get_ntype_id(ntype)]}", self._book)
+
+    def get_edge_partition_policy(self, etype=None):
+        """The :class:`PartitionPolicy` of edge data (of ``etype``: rows cover every edge id)."""
+        from .policy import PartitionPolicy
+
+        return PartitionPolicy(f"edge:{self._book.etypes[self.get_etype_id(etype)]}", self._book)
+
+    @property
+    def idtype(self):
+        """The dtype of node and edge ids (int64)."""
+        return torch.int64
+
+    @property
+    def device(self):
+        """Where the graph's structure is read to (the CPU)."""
+        return torch.device("cpu")
 
     def node_types_of(self, nids) -> np.ndarray:
         """Independent: node type index of each homogeneous node id (from the ranges)."""
@@ -203,11 +273,11 @@ class DistGraph:
         return self._ctx
 
     def node_attr_schemes(self) -> dict:
-        """Name -> ``(row shape, dtype)`` of every node feature."""
-        return {k: (tuple(v.shape[1:]), v.dtype) for k, v in self.ndata.items()}
+        """Name -> :data:`Scheme` ``(shape, dtype)``: row shape and dtype of every node feature."""
+        return {k: Scheme(tuple(v.shape[1:]), v.dtype) for k, v in self.ndata.items()}
 
     def edge_attr_schemes(self) -> dict:
-        return {k: (tuple(v.shape[1:]), v.dtype) for k, v in self.edata.items()}
+        return {k: Scheme(tuple(v.shape[1:]), v.dtype) for k, v in self.edata.items()}
 
     def get_partition_book(self):
         """The :class:`RangePartitionBook`; ``partid`` is this trainer's partition."""
@@ -247,14 +317,20 @@ class DistGraph:
         n = _ids(v, self._t.num_nodes, "degrees")
         return torch.from_numpy(self._t.rev_degree.gather(n) if len(n) else np.zeros(0, np.int64))
 
-    def in_degrees(self, v=None):
-        """In-degree of each node in ``v`` (all nodes when ``None``)."""
+    def _degrees(self, v, stored: bool):
+        one = isinstance(v, (int, np.integer)) or (hasattr(v, "ndim") and v.ndim == 0)
         v = np.arange(self._t.num_nodes) if v is None else v
-        return self._stored_degree(v) if self.edge_dir == "in" else self._other_degree(v)
+        d = self._stored_degree(v) if stored else self._other_degree(v)
+        return int(d[0]) if one else d          # one node: an int, as DGL gives
+
+    def in_degrees(self, v=None):
+        """In-degree of each node in ``v`` (a tensor; all nodes when ``None``; an int
+        for one node id)."""
+        return self._degrees(v, self.edge_dir == "in")
 
     def out_degrees(self, v=None):
-        v = np.arange(self._t.num_nodes) if v is None else v
-        return self._stored_degree(v) if self.edge_dir == "out" else self._other_degree(v)
+        """Out-degree of each node in ``v`` (as :meth:`in_degrees`)."""
+        return self._degrees(v, self.edge_dir == "out")
 
     def find_edges(self, eids):
         """``(src, dst)`` of each edge id, as torch tensors."""

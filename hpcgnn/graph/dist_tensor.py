@@ -70,6 +70,8 @@ def partition_owners(ctx, num_parts: int, what: str) -> list[int]:
     """World rank holding each partition: the first server of node ``p``.  Raises
     :class:`InputError` (same on every rank: pure function of the layout) when
     there are fewer nodes than partitions or a node has no server."""
+    if ctx.size == 1:                 # one process (standalone): it holds every partition
+        return [0] * num_parts
     if num_parts > ctx.num_nodes:
         raise InputError(f"{what}: {num_parts} partitions but the launch has {ctx.num_nodes} node(s); "
                          "one node serves each partition (launch more nodes or set ranks_per_node)")
@@ -81,6 +83,24 @@ def partition_owners(ctx, num_parts: int, what: str) -> list[int]:
                              f"(layout '{ctx.layout}')")
         owners.append(srv[0])
     return owners
+
+
+def _graph_policy(ctx, n: int):
+    """The node (else edge) :class:`PartitionPolicy` of the graph this context holds
+    when it has ``n`` nodes (edges) and that choice is unique; else None."""
+    svc = getattr(ctx, "service", None)
+    found = {}
+    for t in (getattr(svc, "graphs", None) or {}).values():
+        kind = "node" if t.num_nodes == n else "edge" if t.num_edges == n else None
+        if kind is not None:
+            from .partition_book import RangePartitionBook
+
+            book = RangePartitionBook(t.config, min(ctx.node_id, t.num_parts - 1))
+            pol = PartitionPolicy(kind, book)
+            found[(kind, tuple(pol.boundaries.tolist()))] = pol
+    if len(found) != 1:
+        return None
+    return next(iter(found.values()))
 
 
 class _Entry:
@@ -192,6 +212,11 @@ class DistTensor:
                 # a second handle on a named tensor keeps its row layout
                 bounds = reg[str(name)].bounds
                 owners = [int(o) for o in reg[str(name)].store._owners]
+            elif _graph_policy(ctx, shape[0]) is not None:
+                # as DGL does: one row per node (edge) of the graph held: rows follow its partitions
+                part_policy = _graph_policy(ctx, shape[0])
+                bounds = part_policy.boundaries
+                owners = partition_owners(ctx, len(bounds) - 1, f"DistTensor {name!r}")
             else:
                 servers = ctx.ranks_of("server") or ([0] if ctx.size == 1 else [])
                 if not servers:
@@ -311,10 +336,20 @@ class DistTensor:
         return self._store
 
     # -- rows --------------------------------------------------------------------
+    def _index(self, ids):
+        """A slice as the ids it selects, a single id as a 1-element array (as DGL
+        does); anything else as given (checked by the store)."""
+        if isinstance(ids, slice):
+            return np.arange(*ids.indices(self._shape[0]), dtype=np.int64)
+        if isinstance(ids, (int, np.integer)) or (hasattr(ids, "ndim") and ids.ndim == 0):
+            return np.asarray(ids).reshape(1)
+        return ids
+
     def __getitem__(self, ids):
         """Independent: rows of the global ``ids`` (torch/NumPy ints, 1-D, any order,
-        repeats allowed), in the order asked, as a torch tensor (NumPy when torch
-        cannot hold the dtype).  Rows held by :meth:`enable_cache` come from memory."""
+        repeats allowed; a slice; one id gives one row), in the order asked, as a
+        torch tensor (NumPy when torch cannot hold the dtype).  Rows held by
+        :meth:`enable_cache` come from memory."""
         return self.gather(ids)
 
     def gather(self, ids, out=None):
@@ -323,6 +358,7 @@ class DistTensor:
         dtype, returned as it came).  A buffer reused from batch to batch spares
         the page faults of a fresh allocation (for a batch's 64 MB of feature rows
         they cost as much as the copy itself)."""
+        ids = self._index(ids)
         out_np = None
         if out is not None:
             is_t = torch is not None and isinstance(out, torch.Tensor)
@@ -354,6 +390,7 @@ class DistTensor:
         on a device)."""
         from .row_refs import RowRefs
 
+        ids = self._index(ids)
         cache = getattr(self, "_cache", None)
         tdt = _torch_dtype(self._npdt) if torch is not None else None
         if tdt is None or (cache is not None and cache.device is not None):
@@ -379,7 +416,7 @@ class DistTensor:
         complete at the owner on return, visible to others after :meth:`barrier`.
         Writing drops this handle's row cache (cached rows would be stale)."""
         self._cache = None
-        self._open_store().scatter(ids, values)
+        self._open_store().scatter(self._index(ids), values)
 
     # -- hot-row cache --------------------------------------------------------------
     def enable_cache(self, budget_bytes: int, hotness=None, graph=None, device=None):
@@ -399,6 +436,7 @@ class DistTensor:
         moved (staged in pinned memory for CUDA); bitwise the same as
         ``self[ids].to(device)``."""
         device = torch.device(device)
+        ids = self._index(ids)
         cache = getattr(self, "_cache", None)
         if cache is None or cache.device is None or cache.device != device or not len(cache):
             if cache is not None and cache.device is not None:

@@ -54,5 +54,15 @@ class DistEmbedding:
     def reset_trace(self) -> None:
         self._trace = []
 
+    def drop_computed_grads(self) -> None:
+        """Forget the recorded rows that already have a gradient; keep those still
+        waiting for their backward pass."""
+        self._trace = [(i, r) for i, r in self._trace if r.grad is None]
+
+    @property
+    def part_policy(self):
+        """The rows' :class:`~hpcgnn.graph.PartitionPolicy` (None: equal ranges per server)."""
+        return self.weight.part_policy
+
     def __repr__(self):
         return f"DistEmbedding({self.name!r}, {self.num_embeddings}x{self.embedding_dim})"

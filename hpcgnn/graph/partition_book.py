@@ -9,6 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def _is_torch(x) -> bool:
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _np(ids) -> np.ndarray:
+    if _is_torch(ids):
+        ids = ids.detach().cpu().numpy()
+    return np.asarray(ids, dtype=np.int64)
+
+
+def _like(result, ids):
+    """``result`` as a torch tensor when ``ids`` was one (DGL's convention), else NumPy."""
+    if isinstance(result, tuple):
+        return tuple(_like(r, ids) for r in result)
+    return torch.from_numpy(np.ascontiguousarray(result)) if _is_torch(ids) else result
+
 
 class _TypedRanges:
     """Ids of one kind (nodes or edges): bins ``b = p * T + t`` in that order, each
@@ -56,12 +78,18 @@ class _TypedRanges:
         return self.starts[p * self.T + t] + ids - self.offsets[p, t]
 
 
+_TORCH_HINT = torch.zeros(0, dtype=torch.int64) if torch is not None else None
+
+
 class RangePartitionBook:
     """Independent: node/edge ownership of a partitioned graph (DGL's ``RangePartitionBook``).
 
     Built from the partition configuration (the JSON as a dict) and this process's
     partition id.  ``node_ranges`` / ``edge_ranges``: int64 arrays ``[P, 2]`` of
-    ``[start, end)``.
+    ``[start, end)``.  Lookups given a torch tensor return torch tensors (int64),
+    given anything else NumPy arrays; ``partid2nids``/``partid2eids`` return torch
+    tensors, as DGL's do.  ``ntype``/``etype`` arguments (DGL's) make the ids
+    per-type ids of that type; without them they are homogeneous ids.
     """
 
     def __init__(self, config: dict, part_id: int) -> None:
@@ -104,56 +132,82 @@ class RangePartitionBook:
 
     @staticmethod
     def _lookup(bounds: np.ndarray, ids, what: str) -> np.ndarray:
-        ids = np.asarray(ids, dtype=np.int64)
+        ids = _np(ids)
         if ids.size and (ids.min() < 0 or ids.max() >= bounds[-1]):
             raise ValueError(f"{what} ids outside [0, {int(bounds[-1])})")
         return np.searchsorted(bounds, ids, side="right") - 1
 
-    def nid2partid(self, nids) -> np.ndarray:
-        """Partition owning each node id (int64 array)."""
-        return self._lookup(self._nb, nids, "node")
+    def _homo_n(self, ids, ntype):
+        return _np(ids) if ntype is None else self.map_to_homo_nid(_np(ids), ntype)
 
-    def eid2partid(self, eids) -> np.ndarray:
-        """Partition owning each edge id (int64 array)."""
-        return self._lookup(self._eb, eids, "edge")
+    def _homo_e(self, ids, etype):
+        return _np(ids) if etype is None else self.map_to_homo_eid(_np(ids), etype)
 
-    def partid2nids(self, partid: int) -> np.ndarray:
-        s, e = self.node_ranges[partid]
-        return np.arange(s, e, dtype=np.int64)
+    def nid2partid(self, nids, ntype=None):
+        """Partition owning each node id (int64)."""
+        return _like(self._lookup(self._nb, self._homo_n(nids, ntype), "node"), nids)
 
-    def partid2eids(self, partid: int) -> np.ndarray:
-        s, e = self.edge_ranges[partid]
-        return np.arange(s, e, dtype=np.int64)
+    def eid2partid(self, eids, etype=None):
+        """Partition owning each edge id (int64)."""
+        return _like(self._lookup(self._eb, self._homo_e(eids, etype), "edge"), eids)
 
-    def nid2localnid(self, nids, partid: int) -> np.ndarray:
+    def _part(self, partid) -> int:
+        p = int(partid)
+        if not 0 <= p < self.num_partitions():
+            raise ValueError(f"partition {p} outside [0, {self.num_partitions()})")
+        return p
+
+    def partid2nids(self, partid: int, ntype=None):
+        """The node ids partition ``partid`` owns (per-type ids of ``ntype`` when given),
+        a torch tensor."""
+        p = self._part(partid)
+        if ntype is None:
+            s, e = self.node_ranges[p]
+        else:
+            t = self.ntype_id(ntype)
+            s, e = self._n.offsets[p, t], self._n.offsets[p + 1, t]
+        return _like(np.arange(s, e, dtype=np.int64), _TORCH_HINT)
+
+    def partid2eids(self, partid: int, etype=None):
+        """The edge ids partition ``partid`` owns (per-type ids of ``etype`` when given),
+        a torch tensor."""
+        p = self._part(partid)
+        if etype is None:
+            s, e = self.edge_ranges[p]
+        else:
+            t = self.etype_id(etype)
+            s, e = self._e.offsets[p, t], self._e.offsets[p + 1, t]
+        return _like(np.arange(s, e, dtype=np.int64), _TORCH_HINT)
+
+    def nid2localnid(self, nids, partid: int, ntype=None):
         """Row of each (owned) node id in partition ``partid``'s node arrays."""
-        return np.asarray(nids, dtype=np.int64) - self.node_ranges[partid, 0]
+        return _like(self._homo_n(nids, ntype) - self.node_ranges[self._part(partid), 0], nids)
 
-    def eid2localeid(self, eids, partid: int) -> np.ndarray:
+    def eid2localeid(self, eids, partid: int, etype=None):
         """Position of each (owned) edge id in partition ``partid``'s edge arrays."""
-        return np.asarray(eids, dtype=np.int64) - self.edge_ranges[partid, 0]
+        return _like(self._homo_e(eids, etype) - self.edge_ranges[self._part(partid), 0], eids)
 
     # -- type mapping -----------------------------------------------------------------
-    def map_to_per_ntype(self, ids) -> tuple[np.ndarray, np.ndarray]:
+    def map_to_per_ntype(self, ids):
         """``(type ids, per-type ids)`` of homogeneous node ids.  Per-type ids number
         the nodes of a type partition by partition (DGL's convention)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        self._lookup(self._nb, ids, "node")
-        return self._n.to_per_type(ids)
+        a = _np(ids)
+        self._lookup(self._nb, a, "node")
+        return _like(self._n.to_per_type(a), ids)
 
-    def map_to_per_etype(self, ids) -> tuple[np.ndarray, np.ndarray]:
+    def map_to_per_etype(self, ids):
         """Edge counterpart of :meth:`map_to_per_ntype`."""
-        ids = np.asarray(ids, dtype=np.int64)
-        self._lookup(self._eb, ids, "edge")
-        return self._e.to_per_type(ids)
+        a = _np(ids)
+        self._lookup(self._eb, a, "edge")
+        return _like(self._e.to_per_type(a), ids)
 
-    def map_to_homo_nid(self, ids, ntype: str) -> np.ndarray:
+    def map_to_homo_nid(self, ids, ntype: str):
         """Homogeneous node ids of per-type ids of ``ntype``."""
-        return self._n.to_homo(np.asarray(ids, dtype=np.int64), self.ntype_id(ntype), "node")
+        return _like(self._n.to_homo(_np(ids), self.ntype_id(ntype), "node"), ids)
 
-    def map_to_homo_eid(self, ids, etype) -> np.ndarray:
+    def map_to_homo_eid(self, ids, etype):
         """Homogeneous edge ids of per-type ids of ``etype`` (see :meth:`etype_id`)."""
-        return self._e.to_homo(np.asarray(ids, dtype=np.int64), self.etype_id(etype), "edge")
+        return _like(self._e.to_homo(_np(ids), self.etype_id(etype), "edge"), ids)
 
     def ntype_id(self, ntype: str) -> int:
         return self._n.type_id(ntype, "node")
@@ -162,7 +216,10 @@ class RangePartitionBook:
         """Index of an edge type given as canonical triple, ``"src:rel:dst"`` or a
         relation name that names one type."""
         if isinstance(etype, (tuple, list)):
-            etype = ":".join(etype)
+            triple = tuple(str(x) for x in etype)
+            if triple in self.canonical_etypes:
+                return self.canonical_etypes.index(triple)
+            etype = ":".join(triple)
         if etype in self._e.names:
             return self._e.names.index(etype)
         hits = [i for i, c in enumerate(self.canonical_etypes) if c[1] == etype]

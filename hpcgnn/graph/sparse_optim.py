@@ -60,8 +60,12 @@ class _SparseOptimizer:
                           part_policy=emb.weight.part_policy, persistent=True, ctx=emb.weight._ctx)
 
     def zero_grad(self) -> None:
+        """Forget the gradients already computed (rows whose backward ran), as
+        ``torch.optim``'s ``zero_grad`` does.  Rows gathered by a forward whose
+        backward has not run yet are kept, so ``forward, zero_grad, backward, step``
+        (the order of some DGL scripts) updates them."""
         for p in self.params:
-            p.reset_trace()
+            p.drop_computed_grads()
 
     def step(self) -> None:
         """Independent: apply the recorded gradients of every embedding."""

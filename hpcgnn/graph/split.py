@@ -28,8 +28,11 @@ trainer); a partition no trainer calls home (``T < P``) goes to trainer
 ``[0, T)``): trainer ``i`` gets exactly the masked ids ``j`` with
 ``node_trainer_ids[j] == i`` (``force_even`` is then ignored).
 
-The mask is a NumPy boolean array of length ``N`` or a 1-D :class:`DistTensor`
-(nonzero means selected).  It is read in chunks of :data:`CHUNK` ids, at most
+The mask is a NumPy boolean array or torch tensor of length ``N``, or a 1-D
+:class:`DistTensor` (nonzero means selected).  With ``ntype`` (``etype``) on a
+heterogeneous graph the mask may instead hold one entry per node (edge) of that type
+(a per-type array, or ``g.nodes[ntype].data[name]``): the share is then given as
+per-type ids, as DGL does.  It is read in chunks of :data:`CHUNK` ids, at most
 twice; memory is one chunk plus the result, never an array of all masked ids.
 """
 from __future__ import annotations
@@ -54,10 +57,12 @@ def _result(ids: np.ndarray):
 
 
 def _reader(arr, n: int, what: str):
-    """A function ``(start, stop) -> 1-D array`` over a NumPy array or DistTensor."""
+    """A function ``(start, stop) -> 1-D array`` over a NumPy array, a torch tensor,
+    a DistTensor or a typed view of one (``g.nodes[t].data[name]``)."""
+    from .dist_graph import TypedTensor
     from .dist_tensor import DistTensor
 
-    if isinstance(arr, DistTensor):
+    if isinstance(arr, (DistTensor, TypedTensor)):
         if len(arr.shape) != 1 and not (len(arr.shape) == 2 and arr.shape[1] == 1):
             raise InputError(f"{what}: a DistTensor mask must be 1-D (or N x 1), got shape {arr.shape}")
         if arr.shape[0] != n:
@@ -111,19 +116,68 @@ def trainer_home(rank: int, num_trainers: int, num_parts: int) -> int:
     return rank * num_parts // num_trainers
 
 
-def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, num_trainers, what):
+def _length(arr):
+    shape = getattr(arr, "shape", None)
+    if shape is not None and len(shape):
+        return int(shape[0])
+    try:
+        return len(arr)
+    except TypeError:
+        return None
+
+
+def _per_type_reader(read_t, book, kind: str, tname, as_mask: bool = True):
+    """A reader over the homogeneous id space from ``read_t``, a reader over the
+    per-type ids of one type: ids of other types read as 0 (a mask's values as 0/1,
+    trainer ids as they are)."""
+    ranges = book.type_ranges(tname) if kind == "node" else book.etype_ranges(tname)
+    to_per = book.map_to_per_ntype if kind == "node" else book.map_to_per_etype
+
+    def read(a, b):
+        out = np.zeros(b - a, dtype=np.int64)
+        for s, e in ranges:
+            lo, hi = max(a, int(s)), min(b, int(e))
+            if lo < hi:
+                per = to_per(np.array([lo]))[1][0]          # per-type ids of [lo, hi) are consecutive
+                v = np.asarray(read_t(int(per), int(per) + hi - lo))
+                if not as_mask and v.dtype.kind not in "iu":
+                    raise InputError(f"trainer ids must be integers, got {v.dtype}")
+                out[lo - a:hi - a] = (v != 0) if as_mask else v
+        return out
+    return read
+
+
+def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, num_trainers, what,
+           tname=None):
     if num_trainers is None or rank is None:
         raise InputError(f"{what}: pass rank= and num_trainers= (the trainer rank and count)")
     rank, num_trainers = int(rank), int(num_trainers)
     if num_trainers < 1 or not 0 <= rank < num_trainers:
         raise InputError(f"{what}: rank {rank} outside [0, num_trainers={num_trainers})")
     n = policy.get_size()
-    read = _reader(mask, n, f"{what}: the mask")
+    book, kind = policy.partition_book, policy.kind
+    per_type = None
+    if tname is not None and not book.is_homogeneous:
+        nt = book.num_nodes_of(policy.type_name) if kind == "node" else book.num_edges_of(policy.type_name)
+        if _length(mask) == nt != n:          # a per-type mask: per-type ids out
+            per_type = policy.type_name
+    if per_type is not None:
+        if trainer_ids is not None:
+            trainer_ids = _per_type_reader(_reader(trainer_ids, nt, f"{what}: the trainer ids"), book, kind,
+                                           per_type, as_mask=False)
+        read = _per_type_reader(_reader(mask, nt, f"{what}: the {per_type!r} mask"), book, kind, per_type)
+        res = _split(_Fn(read), policy, force_even, None if trainer_ids is None else _Fn(trainer_ids),
+                     rank, num_trainers, what)
+        ids = res.numpy() if hasattr(res, "numpy") else np.asarray(res)
+        to_per = book.map_to_per_ntype if kind == "node" else book.map_to_per_etype
+        return _result(to_per(ids)[1] if len(ids) else ids)
+    read = mask.read if isinstance(mask, _Fn) else _reader(mask, n, f"{what}: the mask")
     bounds = policy.boundaries
     P = len(bounds) - 1
 
     if trainer_ids is not None:
-        tread = _reader(trainer_ids, n, f"{what}: the trainer ids")
+        tread = trainer_ids.read if isinstance(trainer_ids, _Fn) else \
+            _reader(trainer_ids, n, f"{what}: the trainer ids")
         out = []
         for a, b in _chunks(n):
             m = np.asarray(read(a, b)) != 0
@@ -160,6 +214,25 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
     return _result(np.concatenate(out) if out else np.empty(0, np.int64))
 
 
+class _Fn:
+    """A mask already turned into a reader."""
+
+    def __init__(self, read):
+        self.read = read
+
+
+def _book_of(mask, partition_book, what):
+    if partition_book is not None:
+        return partition_book
+    policy = getattr(mask, "part_policy", None)
+    if policy is None and hasattr(mask, "tensor"):              # g.nodes[t].data[name]
+        policy = getattr(mask.tensor, "part_policy", None)
+    if policy is None:
+        raise InputError(f"{what}: pass partition_book= (the mask is not graph data, so it names no "
+                         "partition book; g.get_partition_book() gives the graph's)")
+    return policy.partition_book
+
+
 def _trainer_of(rank, num_trainers):
     if rank is not None and num_trainers is not None:
         return rank, num_trainers
@@ -171,26 +244,36 @@ def _trainer_of(rank, num_trainers):
     return (r if rank is None else rank), (n if num_trainers is None else num_trainers)
 
 
-def node_split(nodes_mask, partition_book, ntype: str | None = None, force_even: bool = True,
-               node_trainer_ids=None, *, rank: int | None = None, num_trainers: int | None = None):
+def node_split(nodes, partition_book=None, ntype: str | None = None, rank: int | None = None,
+               force_even: bool = True, node_trainer_ids=None, *, num_trainers: int | None = None):
     """Trainer ``rank``'s share (sorted int64 ids, a torch tensor) of the nodes
-    selected by ``nodes_mask``; see the module doc for the rules.  ``rank`` and
+    selected by the mask ``nodes``; see the module doc for the rules.  The
+    arguments are DGL's, in DGL's order.  ``partition_book`` defaults to the book of
+    a graph's data given as the mask (``g.ndata["train_mask"]``).  ``rank`` and
     ``num_trainers`` default to this trainer's rank among the trainers and their
     number (from the current :func:`hpcgnn.initialize` context; 0 and 1 without
-    one).  On a heterogeneous graph the mask and the result are homogeneous ids
-    (``book.map_to_per_ntype`` gives types and per-type ids); ``ntype`` is checked
-    to be a type of the book."""
+    one).  On a heterogeneous graph a mask over all nodes gives homogeneous ids
+    (``book.map_to_per_ntype`` gives types and per-type ids; ``ntype`` is checked to
+    be a type of the book), a mask over the nodes of ``ntype`` gives per-type ids."""
+    book = _book_of(nodes, partition_book, "node_split")
     rank, num_trainers = _trainer_of(rank, num_trainers)
-    policy = PartitionPolicy("node" if ntype is None else f"node:{ntype}", partition_book)
-    return _split(nodes_mask, policy, force_even, node_trainer_ids, rank, num_trainers, "node_split")
+    policy = PartitionPolicy("node" if ntype is None else f"node:{ntype}", book)
+    return _split(nodes, policy, force_even, node_trainer_ids, rank, num_trainers, "node_split", tname=ntype)
 
 
-def edge_split(edges_mask, partition_book, etype: str | None = None, force_even: bool = True,
-               edge_trainer_ids=None, *, rank: int | None = None, num_trainers: int | None = None):
-    """Edge counterpart of :func:`node_split` (the mask is over edge ids)."""
+def edge_split(edges, partition_book=None, etype=None, rank: int | None = None, force_even: bool = True,
+               edge_trainer_ids=None, *, num_trainers: int | None = None):
+    """Edge counterpart of :func:`node_split` (the mask is over edge ids; ``etype`` a
+    canonical triple, ``"src:rel:dst"`` or a relation name)."""
+    book = _book_of(edges, partition_book, "edge_split")
     rank, num_trainers = _trainer_of(rank, num_trainers)
-    policy = PartitionPolicy("edge" if etype is None else f"edge:{etype}", partition_book)
-    return _split(edges_mask, policy, force_even, edge_trainer_ids, rank, num_trainers, "edge_split")
+    if etype is not None:
+        try:
+            etype = book.etypes[book.etype_id(etype)]
+        except ValueError as e:
+            raise InputError(f"edge_split: {e}") from None
+    policy = PartitionPolicy("edge" if etype is None else f"edge:{etype}", book)
+    return _split(edges, policy, force_even, edge_trainer_ids, rank, num_trainers, "edge_split", tname=etype)
 
 
 __all__ = ["node_split", "edge_split", "trainer_home", "CHUNK"]
