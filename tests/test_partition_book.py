@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.graph import RangePartitionBook
+from hpcgnn.graph import PartitionPolicy, RangePartitionBook
 from hpcgnn.partition.assign import random_parts
 from hpcgnn.partition.writer import checksum_hex, fletcher_partial
 
@@ -35,6 +35,7 @@ def test_partition_book_lookups():
     assert b.nid2partid(torch.tensor([4]), "_N").tolist() == [2] and b.eid2partid([8], "_E").tolist() == [1]
     assert b.partid2nids(2, "_N").tolist() == list(range(4, 10)) and b.partid2eids(1, ("_N", "_E", "_N")).tolist() == [7, 8]
     assert b.etype_id(("_N", "_E", "_N")) == 0 and b.num_edges_of(("_N", "_E", "_N")) == 20
+    assert PartitionPolicy("edge~_N:_E:_N", b).policy_str == "edge:_E"
     t, per = b.map_to_per_ntype(torch.tensor([5]))
     assert isinstance(per, torch.Tensor) and per.tolist() == [5]
     with pytest.raises(ValueError, match="partition 3"):

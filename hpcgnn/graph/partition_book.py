@@ -215,6 +215,8 @@ class RangePartitionBook:
     def etype_id(self, etype) -> int:
         """Index of an edge type given as canonical triple, ``"src:rel:dst"`` or a
         relation name that names one type."""
+        if isinstance(etype, str) and etype.count(":") == 2:
+            etype = tuple(etype.split(":"))
         if isinstance(etype, (tuple, list)):
             triple = tuple(str(x) for x in etype)
             if triple in self.canonical_etypes:
