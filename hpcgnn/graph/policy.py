@@ -34,12 +34,8 @@ class PartitionPolicy:
             raise InputError(f"PartitionPolicy: partition_book must be a RangePartitionBook, "
                              f"got {type(partition_book).__name__}")
         text = str(policy_str)
-        for sep in (":", "~"):
-            if sep in text:
-                kind, tname = text.split(sep, 1)
-                break
-        else:
-            kind, tname = text, None
+        cut = min((i for i in (text.find(":"), text.find("~")) if i >= 0), default=-1)
+        kind, tname = (text[:cut], text[cut + 1:]) if cut >= 0 else (text, None)
         kind = kind.strip().lower()
         if kind not in (NODE, EDGE):
             raise InputError(f"PartitionPolicy: policy {policy_str!r} must be 'node:<ntype>' or 'edge:<etype>'")
