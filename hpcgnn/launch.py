@@ -46,6 +46,11 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
     from .graph.service import Service
     from .partition.config import read_config
 
+    if current_context() is not None:
+        # the others (servers) are serving: a second collective split would hang
+        raise InputError(f"hpcgnn.initialize: already initialized in this process (world rank "
+                         f"{current_context().rank}); call it once at the top of the script "
+                         "(functions such as hpcgnn.train's run() call it themselves)")
     ctx = split_roles(layout, ranks_per_node, comm)
     signals.install()
     ctx.service = Service(ctx)
@@ -65,11 +70,31 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
         sys.exit(0)
     if ctx.is_trainer:
         atexit.register(_finalize_at_exit, ctx)
+        _finalize_before_mpi_finalize(ctx)
     return ctx
 
 
 def _finalize_at_exit(ctx: Context) -> None:
     # Trainers that end their script without ctx.finalize() still release the
-    # servers (who would otherwise wait for a command forever).
+    # servers (who would otherwise wait for a command forever).  A failure here ends
+    # the job (an exception at exit would only be printed, and the servers wait).
     if not ctx.finalized:
-        ctx.finalize()
+        try:
+            ctx.finalize()
+        except BaseException:
+            from .comm.failure import abort_job
+
+            abort_job(*sys.exc_info())
+
+
+def _finalize_before_mpi_finalize(ctx: Context) -> None:
+    """A script that ends with ``MPI.Finalize()`` (without ``ctx.finalize()``) would
+    block in it while the servers wait for commands: MPI deletes ``COMM_SELF``'s
+    attributes first thing in ``MPI_Finalize``, and this one's deletion finalizes."""
+    from .comm.mpi import MPI
+
+    def delete(comm, keyval, value):
+        _finalize_at_exit(ctx)
+
+    keyval = MPI.COMM_SELF.Create_keyval(delete_fn=delete)
+    MPI.COMM_SELF.Set_attr(keyval, ctx)

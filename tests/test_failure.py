@@ -64,3 +64,41 @@ def test_agreed_error_is_raised_on_every_rank(mpirun):
     res, _ = _run(mpirun, "agreed", "2")
     assert res.returncode != 0
     assert "FileNotFoundError: graph.h5: no such file [rank 2]" in res.stderr
+
+
+def test_agreed_error_of_a_type_that_cannot_be_rebuilt_keeps_its_text(mpirun):
+    res, _ = _run(mpirun, "agreed-custom", "2")
+    assert res.returncode != 0
+    assert "BadSlice: slice2.h5: bad row 17 [rank 2]" in res.stderr, res.stderr[-2000:]
+    assert "missing 1 required positional argument" not in res.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "nan"])
+def test_a_bad_finish_timeout_fails_at_initialize(mpirun, value):
+    import sys
+
+    res = mpirun(4, [sys.executable, SCRIPT, "served"], timeout=90, env={"HPCGNN_FINISH_TIMEOUT": value})
+    assert res.returncode != 0
+    assert f"HPCGNN_FINISH_TIMEOUT='{value}': expected a positive number of seconds" in res.stderr
+    assert "finished" not in res.stdout
+
+
+def test_initialize_twice_ends_the_job(mpirun):
+    res, _ = _run(mpirun, "twice", "1")
+    assert res.returncode != 0
+    assert "hpcgnn.initialize: already initialized in this process" in res.stderr
+    assert "finished" not in res.stdout
+
+
+def test_trainers_ending_with_mpi_finalize_release_the_servers(mpirun):
+    res, _ = _run(mpirun, "mpi-finalize", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("finished") == 2
+
+
+def test_a_bad_thread_level_is_named(mpirun):
+    import sys
+
+    res = mpirun(2, [sys.executable, "-c", "import hpcgnn"], timeout=60, env={"HPCGNN_THREAD_LEVEL": "bogus"})
+    assert res.returncode != 0
+    assert "HPCGNN_THREAD_LEVEL='bogus': choose single, funneled, serialized or multiple" in res.stderr

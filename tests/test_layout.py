@@ -41,6 +41,7 @@ def test_plan_separate_mode():
     ("servers=2,trainers=rest", [2], "at least one trainer"),
     ("server_nodes=2,servers=1,trainers=1", [1, 1], "leaves no node for trainers"),
     ("server_nodes=1,servers=1,samplers=1,trainers=1", [1, 1], "server node 0 has 1 rank"),
+    ("server_nodes=1,servers=1,samplers=1,trainers=1", [2, 2], "node 1 has 2 rank.*does not fit trainers=1"),
 ])
 def test_plan_rejects(text, sizes, needle):
     with pytest.raises(LayoutError, match=needle):

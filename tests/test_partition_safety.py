@@ -141,3 +141,12 @@ def test_a_json_that_disagrees_with_its_file_is_refused(shared_dir):
             json.dump(d, f)
         with pytest.raises(InputError, match=words):
             DistGraph(f"t_{name}", part_config=p)
+
+
+def test_a_config_that_is_not_a_json_object_is_named(tmp_path):
+    from hpcgnn.partition.config import read_config
+
+    bad = tmp_path / "list.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(InputError, match=f"{bad}: a partition configuration is a JSON object, this file holds a list"):
+        read_config(str(bad))

@@ -40,13 +40,18 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
     if rank == first:
         world_rank = MPI.COMM_WORLD.Get_rank()    # messages name the world rank
         try:
-            payload = pickle.dumps((exc, world_rank))
+            blob = pickle.dumps(exc)
         except Exception:
-            payload = pickle.dumps((HpcgnnError(f"{type(exc).__name__}: {exc}"), world_rank))
-    err, world_rank = pickle.loads(comm.bcast(payload, root=first))
+            blob = None
+        payload = (blob, f"{type(exc).__name__}: {exc}", world_rank)
+    blob, text, world_rank = comm.bcast(payload, root=first)
     if rank == first and exc is not None:
         raise _rebuild(exc, world_rank) from exc
-    raise _rebuild(err, world_rank)
+    try:
+        err = pickle.loads(blob) if blob is not None else None
+    except Exception:       # a type that cannot be rebuilt here: its text is kept
+        err = None
+    raise _rebuild(err if isinstance(err, BaseException) else HpcgnnError(text), world_rank)
 
 
 @contextmanager

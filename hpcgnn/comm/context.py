@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 
-from ..errors import LayoutError
+from ..errors import InputError, LayoutError
 from . import failure
 from .agree import raise_if_any
 from .layout import ROLES, Layout, describe_plan, plan_roles
@@ -203,8 +203,9 @@ def initialize(layout: str | Layout | None = None, ranks_per_node: int | None = 
     err = None
     try:
         lay = Layout.parse(layout if layout is not None else os.environ.get("HPCGNN_LAYOUT"))
-    except LayoutError as e:
-        err, lay = e, None
+        failure.finish_timeout_s()            # a bad value fails now, not at the job's end
+    except (LayoutError, ValueError) as e:
+        err, lay = (e if isinstance(e, LayoutError) else InputError(str(e))), None
     raise_if_any(world, err)
     node_of = node_assignment(world, ranks_per_node)
     sizes = [node_of.count(k) for k in range(max(node_of) + 1)]

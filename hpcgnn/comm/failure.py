@@ -8,6 +8,7 @@ then the traceback of that rank, and calls ``MPI.COMM_WORLD.Abort(1)`` so that n
 other rank is left waiting in a collective.  In a single process it exits 1.
 The role and node shown are filled in by :func:`hpcgnn.initialize`.
 """
+import math
 import os
 import socket
 import sys
@@ -81,6 +82,21 @@ class FinishTimeout(TimeoutError):
     """Ranks that finished waited too long for the others (see :func:`finish_barrier`)."""
 
 
+def finish_timeout_s() -> float:
+    """``HPCGNN_FINISH_TIMEOUT`` (seconds, finite and > 0) or the default; a bad
+    value raises ``ValueError`` naming the variable (checked at initialization)."""
+    raw = os.environ.get("HPCGNN_FINISH_TIMEOUT", "")
+    if not raw:
+        return FINISH_TIMEOUT_S
+    try:
+        limit = float(raw)
+    except ValueError:
+        limit = float("nan")
+    if not (math.isfinite(limit) and limit > 0):
+        raise ValueError(f"HPCGNN_FINISH_TIMEOUT={raw!r}: expected a positive number of seconds")
+    return limit
+
+
 def finish_barrier(comm, what: str, timeout_s: float | None = None) -> None:
     """Collective over ``comm``: the barrier at the end of a job, with a deadline.
 
@@ -93,13 +109,7 @@ def finish_barrier(comm, what: str, timeout_s: float | None = None) -> None:
         return
     from .progress import IdleBackoff
 
-    limit = timeout_s
-    if limit is None:
-        raw = os.environ.get("HPCGNN_FINISH_TIMEOUT", "")
-        try:
-            limit = float(raw) if raw else FINISH_TIMEOUT_S
-        except ValueError:
-            raise ValueError(f"HPCGNN_FINISH_TIMEOUT={raw!r}: expected a number of seconds") from None
+    limit = finish_timeout_s() if timeout_s is None else timeout_s
     req = comm.Ibarrier()
     t0 = time.monotonic()
     told = False

@@ -19,7 +19,11 @@ import threading
 if "mpi4py.MPI" not in sys.modules:
     import mpi4py
 
-    mpi4py.rc.thread_level = os.environ.get("HPCGNN_THREAD_LEVEL", "serialized")
+    _level = os.environ.get("HPCGNN_THREAD_LEVEL", "serialized").strip().lower()
+    if _level not in ("single", "funneled", "serialized", "multiple"):
+        # a typo would give MPI_THREAD_MULTIPLE, under which TCP windows fail later
+        raise ValueError(f"HPCGNN_THREAD_LEVEL={_level!r}: choose single, funneled, serialized or multiple")
+    mpi4py.rc.thread_level = _level
 
 from mpi4py import MPI  # noqa: E402
 

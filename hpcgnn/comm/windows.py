@@ -130,7 +130,8 @@ class RowStore(RowWrites):
                                  "(Python objects or no size); use a numeric dtype")
             scope = (shm or os.environ.get("HPCGNN_SHM_SCOPE") or "host").lower()
             if scope not in ("host", "node"):
-                raise InputError(f"RowStore {self.name!r}: shm={scope!r}; choose 'host' or 'node'")
+                src = "shm" if shm else "HPCGNN_SHM_SCOPE"
+                raise InputError(f"RowStore {self.name!r}: {src}={scope!r}; choose 'host' or 'node'")
             mine = (self._bounds.tolist(), self._owners.tolist(), self.row_shape, self.dtype.str, scope)
         # every rank takes part in the broadcast (a rank that failed above has raised
         # on all ranks by now), then the comparison is agreed on in turn

@@ -117,6 +117,9 @@ def read_config(config: str | dict) -> tuple[dict, str]:
         raise InputError(f"{config}: no such partition configuration") from e
     except ValueError as e:
         raise InputError(f"{config}: not a JSON file ({e})") from e
+    if not isinstance(d, dict):
+        raise InputError(f"{config}: a partition configuration is a JSON object, this file holds a "
+                         f"{type(d).__name__}")
     if d.get("format") != FORMAT:
         raise InputError(f"{config}: key 'format' is {d.get('format')!r}, expected {FORMAT!r}")
     if d.get("version") != VERSION:

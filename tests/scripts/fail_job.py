@@ -20,6 +20,15 @@ if mode == "raise-before-init":
     world.Barrier()
     sys.exit(0)
 
+if mode in ("twice", "mpi-finalize", "served"):
+    ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    if mode == "twice":
+        hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    print(f"rank {rank} finished", flush=True)
+    if mode == "mpi-finalize":           # an mpi4py habit, without ctx.finalize()
+        MPI.Finalize()
+    sys.exit(0)
+
 if mode == "exit-early":
     # a served launch: the servers serve until the trainers finish
     ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
@@ -47,7 +56,15 @@ if rank == bad:
         from hpcgnn.comm.agree import agreed
         with agreed(world):
             raise FileNotFoundError("graph.h5: no such file")
-if mode == "agreed":
+    if mode == "agreed-custom":
+        from hpcgnn.comm.agree import agreed
+
+        class BadSlice(Exception):       # cannot be rebuilt from its pickle
+            def __init__(self, path, row):
+                super().__init__(f"{path}: bad row {row}")
+        with agreed(world):
+            raise BadSlice("slice2.h5", 17)
+if mode in ("agreed", "agreed-custom"):
     from hpcgnn.comm.agree import agreed
     with agreed(world):
         pass
