@@ -1,5 +1,6 @@
 """R-GCN node classification on a partitioned heterogeneous graph.
 
+    mkdir -p runs/mag
     mpirun -n 2 hpcgnn generate runs/mag/mag.h5 --hetero --num-nodes 200000 --avg-degree 10 \
         --feat-dim 64 --num-classes 16
     mpirun -n 2 hpcgnn partition runs/mag/mag.h5 -o runs/mag/parts -k 2 --balance-ntypes train_mask

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: what a new user runs after scripts/setup.sh.
 #   bash scripts/main_job.sh            # HPCGNN_NODES=100000 nodes, HPCGNN_EPOCHS=3
+#   (HPCGNN_NP=2: ranks of the doctor/generate/partition steps; HPCGNN_RUN_DIR=runs/main)
 # Check the installation under a real launch, generate a synthetic graph in parallel,
 # partition it with ParMETIS into 2 parts (one parallel-HDF5 file + JSON), describe
 # the result, then train GraphSAGE on it: 2 virtual nodes of 2 ranks (a server and a

@@ -4,6 +4,7 @@
 #
 #   bash scripts/test.sh             # everything
 #   bash scripts/test.sh -k parmetis # extra pytest arguments are passed on
+#   HPCGNN_TEST_RANKS="2 4" bash scripts/test.sh   # the rank counts of the multi-rank runs ("2 3 4")
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"

@@ -18,6 +18,7 @@
 #   HPCGNN_SBATCH_ARGS    extra sbatch options for all three jobs, e.g.
 #                         "--partition=cpu --account=myproject --time=00:20:00"
 #   HPCGNN_TRAIN_SBATCH_ARGS  extra sbatch options for the training job only, e.g. "--gpus-per-node=1"
+#   HPCGNN_POLL_S         with --wait: seconds between looks at the jobs' states   (2)
 #   HPCGNN_LAUNCHER, HPCGNN_VENV, HPCGNN_TRAIN_SCRIPT, HPCGNN_CHECKPOINT_EVERY, ...:
 #                         passed on to the jobs (see the .sbatch files)
 # Job output goes to $HPCGNN_WORK_DIR/{generate,partition,train}-JOBID.out.

@@ -36,6 +36,12 @@ def main_argv(rest: list[str]) -> int:
         from ..train.node_classification import main
     if rest and rest[0].endswith(".toml"):
         rest = ["--config", rest[0]] + rest[1:]
+    if "-h" in rest or "--help" in rest:
+        print("hpcgnn train [CONFIG.toml] [--task node|link|rgcn] [--key value ...]\n"
+              "  CONFIG.toml  settings from a TOML file (the flags below override it)\n"
+              "  --task       node: GraphSAGE node classification (default); link: link prediction "
+              "with learnable embeddings; rgcn: R-GCN on a heterogeneous graph\n"
+              f"The settings of --task {task}:\n")
     return main(rest, prog="hpcgnn train")
 
 

@@ -60,7 +60,7 @@ def thread_level() -> str:
 
 def library_version() -> str:
     """First line of the MPI library's version string (independent)."""
-    return MPI.Get_library_version().strip().splitlines()[0]
+    return MPI.Get_library_version().strip("\x00 \n").splitlines()[0].rstrip("\x00 ")
 
 
 __all__ = ["MPI", "LOCK", "serialized", "world", "thread_level", "library_version"]
