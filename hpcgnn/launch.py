@@ -46,11 +46,14 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
     from .graph.service import Service
     from .partition.config import read_config
 
-    if current_context() is not None:
+    prev = current_context()
+    svc = getattr(prev, "service", None)
+    if prev is not None and prev.size > 1 and svc is not None and svc.serving and not svc.stopped \
+            and svc.channel.followers:
         # the others (servers) are serving: a second collective split would hang
         raise InputError(f"hpcgnn.initialize: already initialized in this process (world rank "
-                         f"{current_context().rank}); call it once at the top of the script "
-                         "(functions such as hpcgnn.train's run() call it themselves)")
+                         f"{prev.rank}), and its servers are serving; call it once at the top of the "
+                         "script (functions such as hpcgnn.train's run() call it themselves)")
     ctx = split_roles(layout, ranks_per_node, comm)
     signals.install()
     ctx.service = Service(ctx)

@@ -102,3 +102,9 @@ def test_a_bad_thread_level_is_named(mpirun):
     res = mpirun(2, [sys.executable, "-c", "import hpcgnn"], timeout=60, env={"HPCGNN_THREAD_LEVEL": "bogus"})
     assert res.returncode != 0
     assert "HPCGNN_THREAD_LEVEL='bogus': choose single, funneled, serialized or multiple" in res.stderr
+
+
+def test_agreed_error_whose_text_fails_still_ends_the_job(mpirun):
+    res, _ = _run(mpirun, "agreed-badstr", "2")
+    assert res.returncode != 0
+    assert "Unprintable (its message could not be formed)" in res.stderr, res.stderr[-2000:]

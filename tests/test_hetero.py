@@ -109,6 +109,39 @@ def test_per_type_split_and_book_calls(typed):
     assert sum(len(book.partid2eids(p, c)) for p in range(2)) == ne
 
 
+def test_per_type_policies_and_attached_data(typed):
+    """DGL's per-type idioms: a per-type policy (an embedding of one type's nodes),
+    per-type local ids, and data attached to the whole graph or to one type."""
+    from hpcgnn.graph import DistEmbedding, DistTensor
+
+    g, o = typed
+    book = g.get_partition_book()
+    npaper = g.num_nodes("paper")
+    pol = g.get_node_partition_policy("paper")
+    assert pol.get_size() == npaper and pol.policy_str == "node:paper"
+    assert pol.boundaries.tolist() == [0, len(book.partid2nids(0, "paper")), npaper]
+    emb = DistEmbedding(npaper, 4, name="paper_emb", part_policy=pol)
+    assert emb.part_policy == pol and emb(torch.tensor([0, npaper - 1])).shape == (2, 4)
+    # a tensor sized like one type follows that type's partitions by itself
+    assert DistTensor((npaper, 2), torch.float32, name="per_paper").part_policy == pol
+    first = book.partid2nids(1, "author")[:3]
+    assert book.nid2localnid(first, 1, "author").tolist() == [0, 1, 2]
+    # a second handle on a named tensor keeps the policy
+    assert DistTensor((npaper, 2), torch.float32, name="per_paper").part_policy == pol
+    # attached to the whole graph: still readable through the typed views
+    h = DistTensor((o["n"], 3), torch.float32, name="h_all")
+    g.ndata["h_all"] = h
+    assert "feat" in g.nodes["paper"].data and g.nodes["paper"].data["h_all"].shape == (npaper, 3)
+    # attached to one type, indexed by per-type ids
+    p = DistTensor((npaper, 2), torch.int64, name="p_only")
+    p[torch.tensor([5])] = torch.tensor([[7, 8]])
+    g.nodes["paper"].data["p_only"] = p
+    assert g.nodes["paper"].data["p_only"][5].tolist() == [[7, 8]]
+    assert "p_only" not in g.nodes["author"].data
+    with pytest.raises(InputError, match="rows"):
+        g.nodes["author"].data["p_only"] = p
+
+
 def test_per_etype_fanouts(typed):
     g, o = typed
     seeds = np.flatnonzero(o["ntype"] == 0)[:200]          # papers: in-edges cites (0) and writes (1)

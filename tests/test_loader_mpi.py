@@ -8,7 +8,7 @@ import torch
 
 import hpcgnn
 from hpcgnn.comm.mpi import MPI
-from hpcgnn.graph import DistGraph, node_split
+from hpcgnn.graph import DistGraph, DistTensor, node_split
 from hpcgnn.sampling import DistEdgeDataLoader, DistNodeDataLoader, NeighborSampler, negative_sampler
 
 from test_sampling import make_graph
@@ -58,5 +58,16 @@ def test_loaders_in_a_served_launch(shared_tmp):
     kw = dict(batch_size=32, shuffle=True, seed=4, negative_sampler=negative_sampler.Uniform(2), exclude="self")
     for a, b in zip(DistEdgeDataLoader(g, e_ids, s, mode="inline", **kw), DistEdgeDataLoader(g, e_ids, s, **kw)):
         assert _same(a, b) and torch.equal(a.edge_label_index, b.edge_label_index)
+    # data attached on the trainers is read there: auto mode keeps away from the
+    # samplers, which do not hold it, and an explicit samplers mode is refused
+    h = DistTensor((g.num_nodes(), 2), torch.float32, name="h_attached", init_func=lambda sh, dt: torch.ones(sh))
+    g.ndata["h"] = h
+    auto = DistNodeDataLoader(g, nids, s, batch_size=64, feat="h", label=None)
+    assert auto.mode == "thread"
+    first = next(iter(auto))
+    assert first.x.shape[1] == 2 and torch.equal(first.x, torch.ones_like(first.x))
+    if size > 2:
+        with pytest.raises(Exception, match=r"\['h'\] were attached on the trainers"):
+            DistNodeDataLoader(g, nids, s, batch_size=64, feat="h", label=None, mode="samplers")
     g.barrier()
     ctx.finalize()

@@ -12,7 +12,10 @@ from ..errors import HpcgnnError
 
 
 def _rebuild(exc: BaseException, rank: int) -> BaseException:
-    msg = str(exc)
+    try:
+        msg = str(exc)
+    except Exception:
+        return exc
     tag = f"[rank {rank}]"
     if tag in msg:
         return exc
@@ -43,7 +46,11 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
             blob = pickle.dumps(exc)
         except Exception:
             blob = None
-        payload = (blob, f"{type(exc).__name__}: {exc}", world_rank)
+        try:
+            text = f"{type(exc).__name__}: {exc}"
+        except Exception:        # a __str__ that fails must not leave the others waiting
+            text = f"{type(exc).__name__} (its message could not be formed)"
+        payload = (blob, text, world_rank)
     blob, text, world_rank = comm.bcast(payload, root=first)
     if rank == first and exc is not None:
         raise _rebuild(exc, world_rank) from exc

@@ -162,6 +162,7 @@ class DistGraph:
                                 for k, st in t.ndata.items()})
         self.edata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:edata:{k}", part_policy=epol)
                                 for k, st in t.edata.items()})
+        self._typed_extra = {}        # (kind, type) -> {name: DistTensor} attached per type
         self.ndata.graph, self.ndata.kind = self, "node"
         self.edata.graph, self.edata.kind = self, "edge"
         if not self._book.is_homogeneous:
@@ -369,10 +370,23 @@ class DistGraph:
 
 
 class _TypedData(dict):
-    """name -> :class:`TypedTensor` of one node or edge type (read-only mapping)."""
+    """name -> :class:`TypedTensor` of one node or edge type; a :class:`DistTensor`
+    with one row per node (edge) of the type may be attached (indexed by per-type ids)."""
+
+    owner = None        # (graph, kind, type name, count)
 
     def __setitem__(self, key, value):
-        raise InputError(f"DistGraph typed data: create a DistTensor instead of assigning {key!r}")
+        g, kind, tname, num = self.owner
+        if not isinstance(value, DistTensor):
+            raise InputError(f"DistGraph typed data {key!r}: assign a DistTensor with one row per {kind} of "
+                             f"type {tname!r} ({num}), not a {type(value).__name__}")
+        if value.shape[0] != num:
+            raise InputError(f"DistGraph typed data {key!r}: the DistTensor has {value.shape[0]} rows, type "
+                             f"{tname!r} has {num} {kind}s")
+        if key in self:
+            raise InputError(f"DistGraph typed data {key!r}: type {tname!r} already has data of this name")
+        g._typed_extra.setdefault((kind, tname), {})[key] = value
+        dict.__setitem__(self, key, value)
 
 
 class TypedTensor:
@@ -410,7 +424,8 @@ class _TypeView:
             book.ntype_id(tname)
             self.type_name, self.num = tname, book.num_nodes_of(tname)
             self.ids = lambda per: book.map_to_homo_nid(per, tname)
-            tensors = {k: v for k, v in g.ndata.items() if tname in g._t.config["node_feats"][k].get("ntypes", [tname])}
+            feats = g._t.config["node_feats"]
+            tensors = {k: v for k, v in g.ndata.items() if tname in feats.get(k, {}).get("ntypes", [tname])}
         else:
             t = book.etype_id(tname)
             self.type_name, self.num = book.etypes[t], book.num_edges_of(tname)
@@ -418,6 +433,8 @@ class _TypeView:
             tensors = {k: v for k, v in g.edata.items()}
         self.data = _TypedData({k: TypedTensor(v, self.ids, self.num, f"{kind} {self.type_name}:{k}")
                                 for k, v in tensors.items()})
+        dict.update(self.data, g._typed_extra.get((kind, self.type_name), {}))   # per-type, as they are
+        self.data.owner = (g, kind, self.type_name, self.num)
 
 
 class _TypeViews:

@@ -88,16 +88,19 @@ def partition_owners(ctx, num_parts: int, what: str) -> list[int]:
 def _graph_policy(ctx, n: int):
     """The node (else edge) :class:`PartitionPolicy` of the graph this context holds
     when it has ``n`` nodes (edges) and that choice is unique; else None."""
+    from .partition_book import RangePartitionBook
+
     svc = getattr(ctx, "service", None)
     found = {}
     for t in (getattr(svc, "graphs", None) or {}).values():
-        kind = "node" if t.num_nodes == n else "edge" if t.num_edges == n else None
-        if kind is not None:
-            from .partition_book import RangePartitionBook
-
-            book = RangePartitionBook(t.config, min(ctx.node_id, t.num_parts - 1))
-            pol = PartitionPolicy(kind, book)
-            found[(kind, tuple(pol.boundaries.tolist()))] = pol
+        book = RangePartitionBook(t.config, min(ctx.node_id, t.num_parts - 1))
+        cands = [PartitionPolicy("node", book), PartitionPolicy("edge", book)]
+        if not book.is_homogeneous:         # or the ids of one type (DGL's per-type policies)
+            cands += [PartitionPolicy(f"node:{x}", book) for x in book.ntypes if len(book.ntypes) > 1]
+            cands += [PartitionPolicy(f"edge:{x}", book) for x in book.etypes if len(book.etypes) > 1]
+        for pol in cands:
+            if pol.get_size() == n:
+                found[(pol.policy_str, tuple(pol.boundaries.tolist()))] = pol
     if len(found) != 1:
         return None
     return next(iter(found.values()))
@@ -108,6 +111,7 @@ class _Entry:
 
     def __init__(self, store, shape, npdt, bounds, persistent):
         self.store, self.shape, self.npdt, self.bounds, self.persistent = store, shape, npdt, bounds, persistent
+        self.policy = None        # the PartitionPolicy its first handle was created with
 
 
 def _served(ctx) -> bool:
@@ -209,9 +213,10 @@ class DistTensor:
                 bounds = part_policy.boundaries
                 owners = partition_owners(ctx, len(bounds) - 1, f"DistTensor {name!r}")
             elif name is not None and str(name) in reg:
-                # a second handle on a named tensor keeps its row layout
+                # a second handle on a named tensor keeps its row layout (and policy)
                 bounds = reg[str(name)].bounds
                 owners = [int(o) for o in reg[str(name)].store._owners]
+                part_policy = getattr(reg[str(name)], "policy", None)
             elif _graph_policy(ctx, shape[0]) is not None:
                 # as DGL does: one row per node (edge) of the graph held: rows follow its partitions
                 part_policy = _graph_policy(ctx, shape[0])
@@ -276,6 +281,8 @@ class DistTensor:
         self._npdt = npdt
         self._dtype = dtype if (torch is not None and isinstance(dtype, torch.dtype)) else (_torch_dtype(npdt) or npdt)
         self._policy = part_policy
+        if getattr(entry, "policy", None) is None:
+            entry.policy = part_policy
         self._persistent = entry.persistent
         self._released = False
 

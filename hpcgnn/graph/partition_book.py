@@ -180,12 +180,20 @@ class RangePartitionBook:
         return _like(np.arange(s, e, dtype=np.int64), _TORCH_HINT)
 
     def nid2localnid(self, nids, partid: int, ntype=None):
-        """Row of each (owned) node id in partition ``partid``'s node arrays."""
-        return _like(self._homo_n(nids, ntype) - self.node_ranges[self._part(partid), 0], nids)
+        """Row of each (owned) node id in partition ``partid``'s node arrays; with
+        ``ntype``, of each per-type id among the partition's nodes of that type."""
+        p = self._part(partid)
+        if ntype is not None:
+            return _like(_np(nids) - self._n.offsets[p, self.ntype_id(ntype)], nids)
+        return _like(_np(nids) - self.node_ranges[p, 0], nids)
 
     def eid2localeid(self, eids, partid: int, etype=None):
-        """Position of each (owned) edge id in partition ``partid``'s edge arrays."""
-        return _like(self._homo_e(eids, etype) - self.edge_ranges[self._part(partid), 0], eids)
+        """Position of each (owned) edge id in partition ``partid``'s edge arrays (per
+        type with ``etype``, as :meth:`nid2localnid`)."""
+        p = self._part(partid)
+        if etype is not None:
+            return _like(_np(eids) - self._e.offsets[p, self.etype_id(etype)], eids)
+        return _like(_np(eids) - self.edge_ranges[p, 0], eids)
 
     # -- type mapping -----------------------------------------------------------------
     def map_to_per_ntype(self, ids):
@@ -239,6 +247,13 @@ class RangePartitionBook:
         """``[P, 2]``: homogeneous edge id ranges of ``etype`` in every partition."""
         t, T = self.etype_id(etype), self._e.T
         return np.stack([self._e.starts[t:-1:T], self._e.starts[t + 1::T]], axis=1)
+
+    def type_offsets(self, kind: str, tname) -> np.ndarray:
+        """``P + 1`` boundaries of the per-type ids of one node (``kind="node"``) or
+        edge type: partition ``p`` owns per-type ids ``[b[p], b[p+1])``."""
+        if kind == "node":
+            return self._n.offsets[:, self.ntype_id(tname)].copy()
+        return self._e.offsets[:, self.etype_id(tname)].copy()
 
     def num_nodes_of(self, ntype: str) -> int:
         return int(self._n.offsets[-1, self.ntype_id(ntype)])

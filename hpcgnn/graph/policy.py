@@ -1,9 +1,11 @@
 """``PartitionPolicy``: how the rows of a node or edge tensor follow the partitions.
 
 A policy names one id space of a :class:`~hpcgnn.graph.RangePartitionBook`
-(``'node:_N'`` or ``'edge:_E'``; DGL's ``'node~_N'`` spelling and the bare
-``'node'`` / ``'edge'`` are accepted too) and answers, from the ``P + 1`` range
-boundaries only, which partition owns an id and where it sits inside it.
+and answers, from the ``P + 1`` range boundaries only, which partition owns an id
+and where it sits inside it.  ``'node:<ntype>'`` / ``'edge:<etype>'`` (DGL's
+``'node~<ntype>'`` spelling too) name the per-type ids of one type, as DGL's do;
+the bare ``'node'`` / ``'edge'`` name every node (edge) id, the id space of the
+graph's ``ndata``/``edata``.  On a graph with one type both are the same.
 Independent (no communication).
 """
 from __future__ import annotations
@@ -40,6 +42,7 @@ class PartitionPolicy:
         if kind not in (NODE, EDGE):
             raise InputError(f"PartitionPolicy: policy {policy_str!r} must be 'node:<ntype>' or 'edge:<etype>'")
         types = partition_book.ntypes if kind == NODE else partition_book.etypes
+        per_type = tname is not None and len(types) > 1
         tname = types[0] if tname is None else tname.strip()
         if kind == EDGE and tname not in types:        # a relation name or triple naming one edge type
             try:
@@ -49,10 +52,14 @@ class PartitionPolicy:
         if tname not in types:
             raise InputError(f"PartitionPolicy: {kind} type {tname!r} not in the partition book ({types})")
         self.kind = kind
-        self.type_name = tname
-        self.policy_str = f"{kind}:{tname}"
+        self.per_type = per_type
+        self.type_name = tname if per_type or len(types) == 1 else None
+        self.policy_str = kind if self.type_name is None else f"{kind}:{tname}"
         self.partition_book = partition_book
-        self._bounds = partition_book.node_boundaries if kind == NODE else partition_book.edge_boundaries
+        if per_type:
+            self._bounds = partition_book.type_offsets(kind, tname)
+        else:
+            self._bounds = partition_book.node_boundaries if kind == NODE else partition_book.edge_boundaries
 
     # -- facts -------------------------------------------------------------------
     @property

@@ -158,9 +158,9 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
     book, kind = policy.partition_book, policy.kind
     per_type = None
     if tname is not None and not book.is_homogeneous:
-        nt = book.num_nodes_of(policy.type_name) if kind == "node" else book.num_edges_of(policy.type_name)
+        nt = book.num_nodes_of(tname) if kind == "node" else book.num_edges_of(tname)
         if _length(mask) == nt != n:          # a per-type mask: per-type ids out
-            per_type = policy.type_name
+            per_type = tname
     if per_type is not None:
         if trainer_ids is not None:
             trainer_ids = _per_type_reader(_reader(trainer_ids, nt, f"{what}: the trainer ids"), book, kind,
@@ -257,7 +257,12 @@ def node_split(nodes, partition_book=None, ntype: str | None = None, rank: int |
     be a type of the book), a mask over the nodes of ``ntype`` gives per-type ids."""
     book = _book_of(nodes, partition_book, "node_split")
     rank, num_trainers = _trainer_of(rank, num_trainers)
-    policy = PartitionPolicy("node" if ntype is None else f"node:{ntype}", book)
+    if ntype is not None:
+        try:
+            ntype = book.ntypes[book.ntype_id(ntype)]
+        except ValueError as e:
+            raise InputError(f"node_split: {e}") from None
+    policy = PartitionPolicy("node", book)          # every node id; ntype picks a per-type mask
     return _split(nodes, policy, force_even, node_trainer_ids, rank, num_trainers, "node_split", tname=ntype)
 
 
@@ -272,7 +277,7 @@ def edge_split(edges, partition_book=None, etype=None, rank: int | None = None, 
             etype = book.etypes[book.etype_id(etype)]
         except ValueError as e:
             raise InputError(f"edge_split: {e}") from None
-    policy = PartitionPolicy("edge" if etype is None else f"edge:{etype}", book)
+    policy = PartitionPolicy("edge", book)
     return _split(edges, policy, force_even, edge_trainer_ids, rank, num_trainers, "edge_split", tname=etype)
 
 

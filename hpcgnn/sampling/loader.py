@@ -160,8 +160,16 @@ class _Loader:
                               tcomm.Get_rank(), steps)
         self.task = make_task(self.plan)
         self.prefetch = int(prefetch)
+        # data attached on the trainers (g.ndata[k] = DistTensor(...)) is not in the
+        # graph the sampler ranks hold: those features are read here
+        attached = sorted({getattr(self.task, k, None) for k in ("feat", "label")} - {None} - set(g._t.ndata))
+        with agreed(tcomm):
+            if mode == "samplers" and attached:
+                raise InputError(f"{what}: mode='samplers' but {attached} were attached on the trainers "
+                                 "(g.ndata[...] = DistTensor); sampler ranks read only the graph's own "
+                                 "features: use mode='thread'")
         if mode == "auto":
-            mode = "samplers" if samplers else ("thread" if self.prefetch > 0 else "inline")
+            mode = "samplers" if samplers and not attached else ("thread" if self.prefetch > 0 else "inline")
         self.mode = mode
         self._epoch, self._start = 0, 0
         self.position = (0, 0)

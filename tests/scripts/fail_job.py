@@ -64,7 +64,15 @@ if rank == bad:
                 super().__init__(f"{path}: bad row {row}")
         with agreed(world):
             raise BadSlice("slice2.h5", 17)
-if mode in ("agreed", "agreed-custom"):
+    if mode == "agreed-badstr":
+        from hpcgnn.comm.agree import agreed
+
+        class Unprintable(Exception):
+            def __str__(self):
+                raise RuntimeError("no text")
+        with agreed(world):
+            raise Unprintable()
+if mode in ("agreed", "agreed-custom", "agreed-badstr"):
     from hpcgnn.comm.agree import agreed
     with agreed(world):
         pass
