@@ -157,43 +157,37 @@ class RangePartitionBook:
             raise ValueError(f"partition {p} outside [0, {self.num_partitions()})")
         return p
 
+    def _span(self, kind: str, partid, tname) -> tuple[int, int]:
+        """``[start, end)`` of the ids partition ``partid`` owns: every node (edge) id,
+        or the per-type ids of ``tname``."""
+        p = self._part(partid)
+        if tname is None:
+            s, e = (self.node_ranges if kind == "node" else self.edge_ranges)[p]
+            return int(s), int(e)
+        b = self.type_offsets(kind, tname)
+        return int(b[p]), int(b[p + 1])
+
     def partid2nids(self, partid: int, ntype=None):
         """The node ids partition ``partid`` owns (per-type ids of ``ntype`` when given),
         a torch tensor."""
-        p = self._part(partid)
-        if ntype is None:
-            s, e = self.node_ranges[p]
-        else:
-            t = self.ntype_id(ntype)
-            s, e = self._n.offsets[p, t], self._n.offsets[p + 1, t]
+        s, e = self._span("node", partid, ntype)
         return _like(np.arange(s, e, dtype=np.int64), _TORCH_HINT)
 
     def partid2eids(self, partid: int, etype=None):
         """The edge ids partition ``partid`` owns (per-type ids of ``etype`` when given),
         a torch tensor."""
-        p = self._part(partid)
-        if etype is None:
-            s, e = self.edge_ranges[p]
-        else:
-            t = self.etype_id(etype)
-            s, e = self._e.offsets[p, t], self._e.offsets[p + 1, t]
+        s, e = self._span("edge", partid, etype)
         return _like(np.arange(s, e, dtype=np.int64), _TORCH_HINT)
 
     def nid2localnid(self, nids, partid: int, ntype=None):
         """Row of each (owned) node id in partition ``partid``'s node arrays; with
         ``ntype``, of each per-type id among the partition's nodes of that type."""
-        p = self._part(partid)
-        if ntype is not None:
-            return _like(_np(nids) - self._n.offsets[p, self.ntype_id(ntype)], nids)
-        return _like(_np(nids) - self.node_ranges[p, 0], nids)
+        return _like(_np(nids) - self._span("node", partid, ntype)[0], nids)
 
     def eid2localeid(self, eids, partid: int, etype=None):
         """Position of each (owned) edge id in partition ``partid``'s edge arrays (per
         type with ``etype``, as :meth:`nid2localnid`)."""
-        p = self._part(partid)
-        if etype is not None:
-            return _like(_np(eids) - self._e.offsets[p, self.etype_id(etype)], eids)
-        return _like(_np(eids) - self.edge_ranges[p, 0], eids)
+        return _like(_np(eids) - self._span("edge", partid, etype)[0], eids)
 
     # -- type mapping -----------------------------------------------------------------
     def map_to_per_ntype(self, ids):
