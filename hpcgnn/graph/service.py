@@ -124,7 +124,7 @@ class Service:
     # -- operations (run on every rank of the world) ----------------------------------
     def op_load_graph(self, name: str, config_path: str):
         from .tables import GraphTables
-        from .dist_tensor import partition_owners
+        from .tensor_store import partition_owners
 
         if name in self.graphs:
             return self.graphs[name]
@@ -145,12 +145,12 @@ class Service:
 
     def op_create_store(self, name, shape, dtype_str, bounds, owners, persistent):
         """A DistTensor's storage (trainers then fill it and meet in a barrier)."""
-        from .dist_tensor import create_entry
+        from .tensor_store import create_entry
 
         create_entry(self.ctx, name, shape, dtype_str, bounds, owners, persistent)
 
     def op_free_store(self, name):
-        from .dist_tensor import free_entry
+        from .tensor_store import free_entry
 
         free_entry(self.ctx, name)
 
