@@ -54,6 +54,10 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
         raise InputError(f"hpcgnn.initialize: already initialized in this process (world rank "
                          f"{prev.rank}), and its servers are serving; call it once at the top of the "
                          "script (functions such as hpcgnn.train's run() call it themselves)")
+    if isinstance(layout, str) and (layout.endswith((".txt", ".cfg", ".conf")) or os.path.isfile(layout)):
+        raise InputError(f"hpcgnn.initialize: {layout!r} looks like DGL's ip_config file; hpcgnn takes the "
+                         "role layout instead (e.g. 'servers=1,samplers=0,trainers=rest'), and the hosts come "
+                         "from the launch (mpirun/srun): see docs/roles.md")
     ctx = split_roles(layout, ranks_per_node, comm)
     signals.install()
     ctx.service = Service(ctx)
@@ -72,6 +76,9 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
         sys.stdout.flush()
         sys.exit(0)
     if ctx.is_trainer:
+        from .comm.torch_dist import export_env
+
+        export_env(ctx)          # torch.distributed.init_process_group() works as under DGL's launcher
         atexit.register(_finalize_at_exit, ctx)
         _finalize_before_mpi_finalize(ctx)
     return ctx

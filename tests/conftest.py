@@ -47,7 +47,8 @@ def clean_mpi_env(extra=None, gpus=False):
     Children see no GPU unless ``gpus`` (``device=auto`` then means the CPU on every
     host, so runs compared with each other take the same path on a GPU machine)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPI_LOCAL", "OPAL_"))}
+           if not k.startswith(("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPI_LOCAL", "OPAL_"))
+           and k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     if not gpus:
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

@@ -1,4 +1,5 @@
-"""Any failure on any rank ends the whole job quickly and says where it happened.
+"""Any failure on any rank ends the whole job quickly and says where it happened; and
+how trainer scripts start and end (initialize twice, MPI.Finalize, torch.distributed).
 
 Each test launches a fresh 4-rank job (two virtual nodes of server + trainer) in
 which one rank fails while the others wait in a barrier.
@@ -101,3 +102,15 @@ def test_a_bad_thread_level_is_named(mpirun):
     res = mpirun(2, [sys.executable, "-c", "import hpcgnn"], timeout=60, env={"HPCGNN_THREAD_LEVEL": "bogus"})
     assert res.returncode != 0
     assert "HPCGNN_THREAD_LEVEL='bogus': choose single, funneled, serialized or multiple" in res.stderr
+
+
+def test_dgl_ip_config_as_layout_is_explained(mpirun):
+    res, _ = _run(mpirun, "ip-config", "0")
+    assert res.returncode != 0
+    assert "'ip_config.txt' looks like DGL's ip_config file" in res.stderr
+
+
+def test_plain_torch_distributed_init_joins_the_trainers(mpirun):
+    res, _ = _run(mpirun, "plain-torch", "0")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("allreduce 3 of 2") == 2 and res.stdout.count("finished") == 2

@@ -222,3 +222,29 @@ def test_sampler_ranks_feed_trainers(mpirun, tmp_path):
     res = mpirun(6, [sys.executable, script, cfg, "servers=1,samplers=1,trainers=1", "3", "die"], timeout=240)
     assert res.returncode != 0
     assert "(sampler, node" in res.stderr and "sampler failed while producing a batch" in res.stderr
+
+
+def test_a_dgl_style_loop_ports(graph, tmp_path):
+    """DGL's idioms on hpcgnn's loader: ``for input_nodes, seeds, blocks in loader``,
+    ``block.num_dst_nodes()``, ``block.srcdata[NID]``, DGL's fanout order, and a
+    graph without the default feature names."""
+    from hpcgnn.sampling import NID, MultiLayerNeighborSampler
+
+    g, o, cfg = graph
+    assert MultiLayerNeighborSampler([4, 2]).fanouts == [2, 4]          # DGL lists the input layer first
+    L = DistNodeDataLoader(g, np.arange(200), MultiLayerNeighborSampler([4, 2]), batch_size=50, seed=5,
+                           mode="inline")
+    for input_nodes, seeds, blocks in L:
+        assert torch.equal(seeds, input_nodes[:len(seeds)]) and len(blocks) == 2
+        assert blocks[-1].num_dst_nodes() == len(seeds) == blocks[-1].num_dst_nodes
+        assert torch.equal(blocks[0].srcdata[NID], input_nodes) and torch.equal(blocks[-1].dstdata[NID], seeds)
+    b = next(iter(L))
+    assert torch.equal(b.x, torch.from_numpy(o.feat[b.n_id.numpy()]))
+    # a graph without 'feat'/'label': the defaults read nothing, a named one is an error
+    bare = DistGraph("g", part_config=cfg)
+    for name in ("feat", "label"):
+        dict.pop(bare.ndata, name)                   # as a graph partitioned without them
+    b = next(iter(DistNodeDataLoader(bare, np.arange(100), NeighborSampler([2]), batch_size=50, mode="inline")))
+    assert b.x is None and b.y is None
+    with pytest.raises(InputError, match="feat='feat' is not a node feature"):
+        DistNodeDataLoader(bare, np.arange(100), NeighborSampler([2]), batch_size=50, mode="inline", feat="feat")

@@ -60,6 +60,37 @@ def init_process_group(ctx, backend: str | None = None, timeout_s: float = 1800.
     return backend
 
 
+def export_env(ctx) -> None:
+    """Collective over the trainers: set ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``
+    and ``WORLD_SIZE`` (trainer rank and count) in each trainer's environment, so
+    that a script's plain ``torch.distributed.init_process_group("gloo")`` (DGL's
+    launcher sets them the same way) joins the trainers.  Left alone where the
+    environment already has ``RANK`` or ``WORLD_SIZE`` (another launcher set them)."""
+    tc = ctx.trainer_comm
+    where = None
+    if tc.Get_rank() == 0:
+        host = _advertised_address()
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("", 0))               # a port free now (torch binds it when asked)
+                where = (host, s.getsockname()[1])
+        except OSError:
+            where = None
+    where = tc.bcast(where, root=0)
+    values = {"RANK": str(tc.Get_rank()), "WORLD_SIZE": str(tc.Get_size())}
+    if where is not None:
+        values.update(MASTER_ADDR=where[0], MASTER_PORT=str(where[1]))
+    theirs = [k for k in _ENV_KEYS if k in os.environ and os.environ[k] != _exported.get(k)]
+    if where is None or theirs:
+        return
+    os.environ.update(values)
+    _exported.update(values)
+
+
+_ENV_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_exported: dict = {}          # what export_env set (it may set them again)
+
+
 def _destroy():
     import torch.distributed as dist
 

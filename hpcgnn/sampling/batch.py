@@ -14,6 +14,18 @@ from .buffers import FEATURES
 FEATURE_ROWS = ("copy", "refs")
 
 
+#: The key of the global ids in ``Block.srcdata`` / ``dstdata`` (DGL's ``dgl.NID``).
+NID = "_ID"
+
+
+class _Count(int):
+    """A count that is also callable, for DGL code: ``block.num_dst_nodes()`` and
+    ``block.num_dst_nodes`` both give it."""
+
+    def __call__(self, ntype=None) -> int:
+        return int(self)
+
+
 class Block(NamedTuple):
     """One layer's bipartite graph (a DGL message-flow graph): messages go from
     ``src_nodes`` to ``dst_nodes`` (global ids; ``dst_nodes`` is a prefix of
@@ -26,11 +38,23 @@ class Block(NamedTuple):
 
     @property
     def num_src_nodes(self) -> int:
-        return len(self.src_nodes)
+        """Source node count (also callable, as DGL's method: ``num_src_nodes()``)."""
+        return _Count(len(self.src_nodes))
 
     @property
     def num_dst_nodes(self) -> int:
-        return len(self.dst_nodes)
+        """Destination node count (also callable: ``num_dst_nodes()``)."""
+        return _Count(len(self.dst_nodes))
+
+    @property
+    def srcdata(self) -> dict:
+        """``{NID: src_nodes}`` (DGL's ``block.srcdata[dgl.NID]``)."""
+        return {NID: self.src_nodes}
+
+    @property
+    def dstdata(self) -> dict:
+        """``{NID: dst_nodes}``."""
+        return {NID: self.dst_nodes}
 
 
 @dataclass
@@ -141,6 +165,15 @@ class MiniBatch:
         from .hetero import to_hetero
 
         return to_hetero(self, g, feat, label)
+
+    def __iter__(self):
+        """DGL's loop ``for input_nodes, seeds, blocks in loader`` (node batches):
+        ``(n_id, seeds, to_blocks())``.  ``x``/``y`` hold the features and labels
+        already (no second read of ``g.ndata`` is needed)."""
+        if getattr(self, "edge_label_index", None) is not None:
+            raise TypeError("MiniBatch: a link prediction batch does not unpack as DGL's (input_nodes, "
+                            "pair_graph, neg_pair_graph, blocks); use its fields (edge_label_index, ...)")
+        return iter((self.n_id, self.seeds, self.to_blocks()))
 
     def to_blocks(self) -> list[Block]:
         """Per-layer bipartite views, outermost layer first (DGL's MFG order): layer

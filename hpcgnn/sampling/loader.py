@@ -39,6 +39,22 @@ from ..partition.arrays import unique_inverse
 from .batch import FEATURE_ROWS
 from .plan import EpochPlan
 
+
+class _IfPresent(str):
+    """A default feature name that is read only when the graph has it (DGL's loaders
+    read no features, so a ported script must not fail for a graph without them)."""
+
+    def __repr__(self):
+        return f"{str(self)!r} if the graph has it"
+
+
+FEAT, LABEL = _IfPresent("feat"), _IfPresent("label")
+
+
+def _resolve(g, name):
+    return None if isinstance(name, _IfPresent) and str(name) not in g.ndata else (
+        str(name) if isinstance(name, _IfPresent) else name)
+
 MODES = ("auto", "inline", "thread", "samplers")
 EXCLUDE = (None, "self", "reverse_id")
 
@@ -329,7 +345,8 @@ class DistNodeDataLoader(_Loader):
     ``seed``: batches are a function of it (None: drawn from torch's generator on
     trainer 0); ``prefetch``: batches produced ahead (0: inline); ``mode``: see the
     module doc; ``feat``/``label``: node features gathered into ``x``/``y`` (None
-    skips).  ``cache_bytes``: keep the features of the highest reaching-degree nodes of
+    skips; by default ``'feat'`` and ``'label'`` when the graph has them, as a
+    named feature it lacks is an error).  ``cache_bytes``: keep the features of the highest reaching-degree nodes of
     other nodes' partitions in the memory of whoever gathers them (trainer or
     sampler rank), up to that many bytes (:mod:`hpcgnn.graph.cache`).  ``device``
     (e.g. ``"cuda:0"``): ``x``/``y`` are assembled in that device's memory and the
@@ -347,8 +364,9 @@ class DistNodeDataLoader(_Loader):
 
     def __init__(self, g, nids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  *, seed: int | None = None, prefetch: int = 2, mode: str = "auto",
-                 feat: str | None = "feat", label: str | None = "label", cache_bytes: int = 0, device=None,
+                 feat: str | None = FEAT, label: str | None = LABEL, cache_bytes: int = 0, device=None,
                  labels: str = "all", feature_rows: str = "copy"):
+        feat, label = _resolve(g, feat), _resolve(g, label)
         _check_features(g, feat, label, "DistNodeDataLoader")
         with agreed(g.context.trainer_comm):
             if labels not in ("all", "seeds"):
@@ -374,13 +392,15 @@ class DistEdgeDataLoader(_Loader):
     ``reverse_eids[e]``, an int array over all edge ids); or a function of the seed
     edge ids returning edge ids to remove.  Exclusion removes edges after sampling
     (a node may have fewer than ``fanout`` edges left).  Other arguments as
-    :class:`DistNodeDataLoader`; ``feat``/``label`` default to ``'feat'``/None.
+    :class:`DistNodeDataLoader`; ``feat``/``label`` default to ``'feat'`` (when the
+    graph has it)/None.
     """
 
     def __init__(self, g, eids, sampler, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  *, negative_sampler=None, exclude=None, reverse_eids=None, seed: int | None = None,
-                 prefetch: int = 2, mode: str = "auto", feat: str | None = "feat", label: str | None = None):
+                 prefetch: int = 2, mode: str = "auto", feat: str | None = FEAT, label: str | None = None):
         what = "DistEdgeDataLoader"
+        feat, label = _resolve(g, feat), _resolve(g, label)
         _check_features(g, feat, label, what)
         rev = None
         with agreed(g.context.trainer_comm):

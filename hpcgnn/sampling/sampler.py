@@ -136,3 +136,14 @@ class NeighborSampler:
     def __repr__(self):
         return (f"NeighborSampler(fanouts={self.fanouts}, edge_dir={self.edge_dir!r}, replace={self.replace}, "
                 f"prob={self.prob!r})")
+
+
+class MultiLayerNeighborSampler(NeighborSampler):
+    """DGL's name and fanout order: ``fanouts[i]`` for layer ``i`` counted from the
+    input layer, so the seeds' hop uses the last one.  ``MultiLayerNeighborSampler([25,
+    10])`` is ``NeighborSampler([10, 25])`` (hpcgnn and PyG list the seeds' hop first)."""
+
+    def __init__(self, fanouts, edge_dir: str = "in", replace: bool = False, prob: str | None = None, **kw):
+        if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__len__"):
+            raise InputError(f"MultiLayerNeighborSampler: fanouts must be a list of integers, got {fanouts!r}")
+        super().__init__(list(fanouts)[::-1], edge_dir, replace, prob, **kw)

@@ -20,8 +20,20 @@ if mode == "raise-before-init":
     world.Barrier()
     sys.exit(0)
 
-if mode in ("twice", "mpi-finalize", "served"):
+if mode == "ip-config":                 # DGL's first line, renamed only
+    hpcgnn.initialize("ip_config.txt")
+
+if mode in ("twice", "mpi-finalize", "served", "plain-torch"):
     ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
+    if mode == "plain-torch":           # a DGL script's own torch.distributed start
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group(backend="gloo")
+        t = torch.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(t)
+        print(f"rank {rank} allreduce {t.item():.0f} of {dist.get_world_size()}", flush=True)
+        dist.destroy_process_group()
     if mode == "twice":
         hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
     print(f"rank {rank} finished", flush=True)
