@@ -65,7 +65,8 @@ def export_env(ctx) -> None:
     and ``WORLD_SIZE`` (trainer rank and count) in each trainer's environment, so
     that a script's plain ``torch.distributed.init_process_group("gloo")`` (DGL's
     launcher sets them the same way) joins the trainers.  Left alone where the
-    environment already has ``RANK`` or ``WORLD_SIZE`` (another launcher set them)."""
+    environment already has one of them that this function did not set (another
+    launcher, or the user)."""
     tc = ctx.trainer_comm
     where = None
     if tc.Get_rank() == 0:

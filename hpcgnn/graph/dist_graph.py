@@ -239,13 +239,15 @@ class DistGraph:
             raise InputError(f"DistGraph {self.graph_name!r}: {e}") from None
 
     def get_node_partition_policy(self, ntype=None):
-        """The :class:`PartitionPolicy` of node data (of ``ntype``: rows cover every node id)."""
+        """The :class:`PartitionPolicy` of the nodes of ``ntype`` (per-type ids; on a
+        graph with one type, every node id)."""
         from .policy import PartitionPolicy
 
         return PartitionPolicy(f"node:{self.ntypes[self.get_ntype_id(ntype)]}", self._book)
 
     def get_edge_partition_policy(self, etype=None):
-        """The :class:`PartitionPolicy` of edge data (of ``etype``: rows cover every edge id)."""
+        """The :class:`PartitionPolicy` of the edges of ``etype`` (as
+        :meth:`get_node_partition_policy`)."""
         from .policy import PartitionPolicy
 
         return PartitionPolicy(f"edge:{self._book.etypes[self.get_etype_id(etype)]}", self._book)

@@ -52,8 +52,11 @@ FEAT, LABEL = _IfPresent("feat"), _IfPresent("label")
 
 
 def _resolve(g, name):
-    return None if isinstance(name, _IfPresent) and str(name) not in g.ndata else (
-        str(name) if isinstance(name, _IfPresent) else name)
+    """A default name (:data:`FEAT`, :data:`LABEL`) the graph lacks reads nothing."""
+    if isinstance(name, _IfPresent):
+        return str(name) if str(name) in g.ndata else None
+    return name
+
 
 MODES = ("auto", "inline", "thread", "samplers")
 EXCLUDE = (None, "self", "reverse_id")
@@ -345,9 +348,9 @@ class DistNodeDataLoader(_Loader):
     ``seed``: batches are a function of it (None: drawn from torch's generator on
     trainer 0); ``prefetch``: batches produced ahead (0: inline); ``mode``: see the
     module doc; ``feat``/``label``: node features gathered into ``x``/``y`` (None
-    skips; by default ``'feat'`` and ``'label'`` when the graph has them, as a
-    named feature it lacks is an error).  ``cache_bytes``: keep the features of the highest reaching-degree nodes of
-    other nodes' partitions in the memory of whoever gathers them (trainer or
+    skips; by default ``'feat'`` and ``'label'`` when the graph has them, while a
+    name given that the graph lacks is an error).  ``cache_bytes``: keep the
+    features of the highest reaching-degree nodes of other nodes' partitions in the memory of whoever gathers them (trainer or
     sampler rank), up to that many bytes (:mod:`hpcgnn.graph.cache`).  ``device``
     (e.g. ``"cuda:0"``): ``x``/``y`` are assembled in that device's memory and the
     cache lives there (inline and thread modes; batches from sampler ranks arrive in
