@@ -110,7 +110,11 @@ def test_dgl_ip_config_as_layout_is_explained(mpirun):
     assert "'ip_config.txt' looks like DGL's ip_config file" in res.stderr
 
 
-def test_plain_torch_distributed_init_joins_the_trainers(mpirun):
-    res, _ = _run(mpirun, "plain-torch", "0")
+@pytest.mark.parametrize("inherited", [None, {"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "1"}])
+def test_plain_torch_distributed_init_joins_the_trainers(mpirun, inherited):
+    import sys
+
+    # inherited: a job started from a rank of another job (its values are replaced)
+    res = mpirun(4, [sys.executable, SCRIPT, "plain-torch", "0"], timeout=90, env=inherited)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.count("allreduce 3 of 2") == 2 and res.stdout.count("finished") == 2

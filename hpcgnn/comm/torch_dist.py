@@ -64,9 +64,11 @@ def export_env(ctx) -> None:
     """Collective over the trainers: set ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``
     and ``WORLD_SIZE`` (trainer rank and count) in each trainer's environment, so
     that a script's plain ``torch.distributed.init_process_group("gloo")`` (DGL's
-    launcher sets them the same way) joins the trainers.  Left alone where the
-    environment already has one of them that this function did not set (another
-    launcher, or the user)."""
+    launcher sets them the same way) joins the trainers.  Values already there are
+    replaced (a job started from another job's rank inherits that job's); with
+    ``HPCGNN_TORCH_ENV=0`` on any trainer nothing is set on any of them."""
+    from .mpi import MPI
+
     tc = ctx.trainer_comm
     where = None
     if tc.Get_rank() == 0:
@@ -78,18 +80,11 @@ def export_env(ctx) -> None:
         except OSError:
             where = None
     where = tc.bcast(where, root=0)
-    values = {"RANK": str(tc.Get_rank()), "WORLD_SIZE": str(tc.Get_size())}
-    if where is not None:
-        values.update(MASTER_ADDR=where[0], MASTER_PORT=str(where[1]))
-    theirs = [k for k in _ENV_KEYS if k in os.environ and os.environ[k] != _exported.get(k)]
-    if where is None or theirs:
+    off = tc.allreduce(int(os.environ.get("HPCGNN_TORCH_ENV", "1").strip() == "0"), op=MPI.MAX)
+    if where is None or off:                  # the same decision on every trainer
         return
-    os.environ.update(values)
-    _exported.update(values)
-
-
-_ENV_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-_exported: dict = {}          # what export_env set (it may set them again)
+    os.environ.update(RANK=str(tc.Get_rank()), WORLD_SIZE=str(tc.Get_size()),
+                      MASTER_ADDR=where[0], MASTER_PORT=str(where[1]))
 
 
 def _destroy():
