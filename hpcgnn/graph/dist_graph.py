@@ -80,15 +80,21 @@ class _DataView(dict):
         must have one row per node (edge); other values are refused."""
         n = None if self.graph is None else (self.graph.num_nodes() if self.kind == "node"
                                              else self.graph.num_edges())
-        if not isinstance(value, DistTensor):
-            raise InputError(f"DistGraph data {key!r}: assign a DistTensor (create one with "
-                             f"DistTensor(({n}, ...), dtype, name=...)), not a {type(value).__name__}")
-        if n is not None and value.shape[0] != n:
-            raise InputError(f"DistGraph data {key!r}: the DistTensor has {value.shape[0]} rows, the graph "
-                             f"has {n} {self.kind}s")
-        if key in self:
-            raise InputError(f"DistGraph data {key!r}: the graph already has data of this name")
+        _check_attached(self, key, value, n, f"{self.kind} of the graph")
         dict.__setitem__(self, key, value)
+
+
+def _check_attached(data: dict, key, value, num, what: str) -> None:
+    """``value`` may become ``data[key]``: a DistTensor with ``num`` rows, one per
+    ``what``, under a name not taken yet."""
+    if not isinstance(value, DistTensor):
+        raise InputError(f"DistGraph data {key!r}: assign a DistTensor with one row per {what} ({num}), "
+                         f"not a {type(value).__name__}")
+    if num is not None and value.shape[0] != num:
+        raise InputError(f"DistGraph data {key!r}: the DistTensor has {value.shape[0]} rows, one per {what} "
+                         f"makes {num}")
+    if key in data:
+        raise InputError(f"DistGraph data {key!r}: there is already data of this name")
 
 
 class DistGraph:
@@ -379,14 +385,7 @@ class _TypedData(dict):
 
     def __setitem__(self, key, value):
         g, kind, tname, num = self.owner
-        if not isinstance(value, DistTensor):
-            raise InputError(f"DistGraph typed data {key!r}: assign a DistTensor with one row per {kind} of "
-                             f"type {tname!r} ({num}), not a {type(value).__name__}")
-        if value.shape[0] != num:
-            raise InputError(f"DistGraph typed data {key!r}: the DistTensor has {value.shape[0]} rows, type "
-                             f"{tname!r} has {num} {kind}s")
-        if key in self:
-            raise InputError(f"DistGraph typed data {key!r}: type {tname!r} already has data of this name")
+        _check_attached(self, key, value, num, f"{kind} of type {tname!r}")
         g._typed_extra.setdefault((kind, tname), {})[key] = value
         dict.__setitem__(self, key, value)
 
