@@ -117,7 +117,48 @@ def test_bad_input_is_rejected_on_every_rank():
         part_kway(world, vtxdist, xadj, loops, nparts=2)
     with pytest.raises(InputError, match="ncon=2 needs vwgt"):
         part_kway(world, vtxdist, xadj, adjncy, ncon=2, nparts=2)
+    with pytest.raises(InputError, match="adjwgt has negative"):
+        part_kway(world, vtxdist, xadj, adjncy, nparts=2, adjwgt=-np.ones(len(adjncy), np.int64))
+    with pytest.raises(InputError, match="ubvec must hold 1 finite"):
+        part_kway(world, vtxdist, xadj, adjncy, nparts=2, ubvec=[float("nan")])
+    with pytest.raises(InputError, match="tpwgts must hold"):
+        part_kway(world, vtxdist, xadj, adjncy, nparts=2, tpwgts=[0.5, float("nan")])
     world.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_arguments_that_differ_between_ranks_are_refused():
+    """ParMETIS hangs on different nparts and corrupts memory on different vtxdist."""
+    rank = world.Get_rank()
+    vtxdist, xadj, adjncy = _distribute(16, lambda v: [(v + 1) % 16, (v - 1) % 16])
+    with pytest.raises(InputError, match="nparts differs between ranks 0 and 1") as info:
+        part_kway(world, vtxdist, xadj, adjncy, nparts=2 + (rank == 1))
+    assert "rank" in str(info.value)
+    other = vtxdist.copy()
+    if rank == 0:
+        other[-1] += 1       # rank 0's own rows still fit: only a comparison finds it
+    with pytest.raises(InputError, match="vtxdist differs between ranks 0 and 1"):
+        part_kway(world, other, xadj, adjncy, nparts=2)
+    with pytest.raises(InputError, match="ubvec differs"):
+        part_kway(world, vtxdist, xadj, adjncy, nparts=2, ubvec=[1.05 + 0.01 * (rank == 1)])
+    world.Barrier()
+
+
+def test_serial_metis_checks_its_input():
+    ring = np.array([0, 2, 4, 6]), np.array([1, 2, 0, 2, 0, 1])
+    with pytest.raises(InputError, match="metis_part_kway: xadj must start at 0"):
+        metis_part_kway(np.array([0, 2, 4, 10**9]), ring[1], nparts=2)
+    with pytest.raises(InputError, match=r"metis_part_kway: adjncy holds vertex ids outside \[0, 3\)"):
+        metis_part_kway(ring[0], np.array([1, 2, 0, 2, 0, 10**8]), nparts=2)
+    with pytest.raises(InputError, match="outside"):
+        metis_part_kway(ring[0], np.array([1, 2, 0, 2, 0, -10**8]), nparts=2)
+    with pytest.raises(InputError, match="not decrease"):
+        metis_part_kway(np.array([0, 5, 1, 6]), ring[1], nparts=2)
+    with pytest.raises(InputError, match="vwgt has 1 entries"):
+        metis_part_kway(*ring, vwgt=[1], nparts=2)
+    with pytest.raises(InputError, match="vwgt has 1 entries, expected nlocal\\*ncon=9"):
+        metis_part_kway(*ring, vwgt=[1], ncon=3, nparts=2)
+    assert set(metis_part_kway(*ring, nparts=2).tolist()) <= {0, 1}      # valid input still runs
 
 
 def test_idx_width_is_reported():

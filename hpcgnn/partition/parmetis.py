@@ -18,50 +18,68 @@ REAL_DTYPE = _ext.REAL_DTYPE
 IDX_T_BYTES = _ext.IDX_T_BYTES
 
 
-def _idx(a, name, rank):
+def _idx(a, name, rank, where="part_kway"):
     a = np.asarray(a)
     if a.dtype.kind not in "iu":
-        raise InputError(f"part_kway: {name} has dtype {a.dtype}, expected integers (rank {rank})")
+        raise InputError(f"{where}: {name} has dtype {a.dtype}, expected integers (rank {rank})")
+    if a.ndim != 1:
+        raise InputError(f"{where}: {name} must be 1-D, got shape {a.shape} (rank {rank})")
     if a.size and (a.max() > np.iinfo(IDX_DTYPE).max or a.min() < np.iinfo(IDX_DTYPE).min):
-        raise InputError(f"part_kway: {name} holds values beyond ParMETIS' {8 * IDX_T_BYTES}-bit idx_t "
+        raise InputError(f"{where}: {name} holds values beyond ParMETIS' {8 * IDX_T_BYTES}-bit idx_t "
                          f"(rank {rank}); rebuild ParMETIS with IDXTYPEWIDTH=64")
     return np.ascontiguousarray(a, dtype=IDX_DTYPE)
 
 
-def _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt):
+def _weights(ncon, nparts, ubvec, tpwgts, rank, where="part_kway"):
+    """``(ubvec, tpwgts)`` as float64 arrays, defaults filled in, checked."""
+    ub = np.full(ncon, 1.05) if ubvec is None else np.asarray(ubvec, dtype=np.float64).reshape(-1)
+    if len(ub) != ncon or not np.all(ub > 1.0) or not np.all(np.isfinite(ub)):
+        raise InputError(f"{where}: ubvec must hold {ncon} finite values > 1, got {ub.tolist()} (rank {rank})")
+    if tpwgts is None:
+        return ub, np.full(ncon * nparts, 1.0 / nparts)
+    tp = np.asarray(tpwgts, dtype=np.float64).reshape(-1)
+    if len(tp) != ncon * nparts or not np.all(tp >= 0) or not np.all(np.isfinite(tp)):
+        raise InputError(f"{where}: tpwgts must hold nparts*ncon={ncon * nparts} finite non-negative "
+                         f"values (rank {rank})")
+    return ub, tp
+
+
+def _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt, where="part_kway"):
     if vtxdist.ndim != 1 or len(vtxdist) != size + 1:
-        raise InputError(f"part_kway: vtxdist has {len(vtxdist)} entries, expected {size + 1} (rank {rank})")
+        raise InputError(f"{where}: vtxdist has {len(vtxdist)} entries, expected {size + 1} (rank {rank})")
     if vtxdist[0] != 0 or np.any(np.diff(vtxdist) < 0):
-        raise InputError(f"part_kway: vtxdist must start at 0 and not decrease (rank {rank})")
+        raise InputError(f"{where}: vtxdist must start at 0 and not decrease (rank {rank})")
     nlocal = int(vtxdist[rank + 1] - vtxdist[rank])
     nglobal = int(vtxdist[-1])
     if np.any(np.diff(vtxdist) == 0) and size > 1:
-        raise InputError(f"part_kway: every rank needs at least one vertex (vtxdist={vtxdist.tolist()}); "
-                         "use fewer ranks for this graph (rank {rank})".replace("{rank}", str(rank)))
+        raise InputError(f"{where}: every rank needs at least one vertex (vtxdist={vtxdist.tolist()}); "
+                         f"use fewer ranks for this graph (rank {rank})")
     if len(xadj) != nlocal + 1:
-        raise InputError(f"part_kway: xadj has {len(xadj)} entries, expected {nlocal + 1} (rank {rank})")
+        raise InputError(f"{where}: xadj has {len(xadj)} entries, expected {nlocal + 1} (rank {rank})")
     if xadj[0] != 0 or np.any(np.diff(xadj) < 0) or xadj[-1] != len(adjncy):
-        raise InputError(f"part_kway: xadj must start at 0, not decrease and end at len(adjncy)={len(adjncy)} "
+        raise InputError(f"{where}: xadj must start at 0, not decrease and end at len(adjncy)={len(adjncy)} "
                          f"(rank {rank})")
     if len(adjncy) and (adjncy.min() < 0 or adjncy.max() >= nglobal):
-        raise InputError(f"part_kway: adjncy holds vertex ids outside [0, {nglobal}) (rank {rank})")
+        raise InputError(f"{where}: adjncy holds vertex ids outside [0, {nglobal}) (rank {rank})")
     rows = np.repeat(np.arange(nlocal, dtype=np.int64) + int(vtxdist[rank]), np.diff(xadj).astype(np.int64))
     if np.any(rows == adjncy):
-        raise InputError(f"part_kway: the graph has self loops, which ParMETIS does not accept (rank {rank})")
+        raise InputError(f"{where}: the graph has self loops, which ParMETIS does not accept (rank {rank})")
     if ncon < 1:
-        raise InputError(f"part_kway: ncon={ncon} must be >= 1 (rank {rank})")
+        raise InputError(f"{where}: ncon={ncon} must be >= 1 (rank {rank})")
     if vwgt is not None:
         if len(vwgt) != nlocal * ncon:
-            raise InputError(f"part_kway: vwgt has {len(vwgt)} entries, expected nlocal*ncon={nlocal * ncon} "
+            raise InputError(f"{where}: vwgt has {len(vwgt)} entries, expected nlocal*ncon={nlocal * ncon} "
                              f"(rank {rank})")
         if len(vwgt) and vwgt.min() < 0:
-            raise InputError(f"part_kway: vwgt has negative weights (rank {rank})")
+            raise InputError(f"{where}: vwgt has negative weights (rank {rank})")
     elif ncon != 1:
-        raise InputError(f"part_kway: ncon={ncon} needs vwgt with ncon weights per vertex (rank {rank})")
+        raise InputError(f"{where}: ncon={ncon} needs vwgt with ncon weights per vertex (rank {rank})")
     if adjwgt is not None and len(adjwgt) != len(adjncy):
-        raise InputError(f"part_kway: adjwgt has {len(adjwgt)} entries, expected {len(adjncy)} (rank {rank})")
+        raise InputError(f"{where}: adjwgt has {len(adjwgt)} entries, expected {len(adjncy)} (rank {rank})")
+    if adjwgt is not None and len(adjwgt) and adjwgt.min() < 0:
+        raise InputError(f"{where}: adjwgt has negative weights (rank {rank})")
     if not 1 <= nparts <= max(nglobal, 1):
-        raise InputError(f"part_kway: nparts={nparts} must be between 1 and the number of vertices "
+        raise InputError(f"{where}: nparts={nparts} must be between 1 and the number of vertices "
                          f"{nglobal} (rank {rank})")
 
 
@@ -86,16 +104,18 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
         adjwgt = None if adjwgt is None else _idx(adjwgt, "adjwgt", rank)
         ncon, nparts = int(ncon), int(nparts)
         _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt)
-        ub = np.full(ncon, 1.05) if ubvec is None else np.asarray(ubvec, dtype=np.float64).reshape(-1)
-        if len(ub) != ncon or np.any(ub <= 1.0):
-            raise InputError(f"part_kway: ubvec must hold {ncon} values > 1 (rank {rank})")
-        if tpwgts is None:
-            tp = np.full(ncon * nparts, 1.0 / nparts)
-        else:
-            tp = np.asarray(tpwgts, dtype=np.float64).reshape(-1)
-            if len(tp) != ncon * nparts or np.any(tp < 0):
-                raise InputError(f"part_kway: tpwgts must hold nparts*ncon={ncon * nparts} non-negative "
-                                 f"values (rank {rank})")
+        ub, tp = _weights(ncon, nparts, ubvec, tpwgts, rank)
+    # what ParMETIS needs alike on every rank (a difference hangs it or corrupts memory)
+    mine = (vtxdist.tobytes(), ncon, nparts, ub.tobytes(), tp.tobytes(), vwgt is None, adjwgt is None)
+    theirs = comm.allgather(mine)
+    with agreed(comm):
+        names = ("vtxdist", "ncon", "nparts", "ubvec", "tpwgts", "whether vwgt is given",
+                 "whether adjwgt is given")
+        for r, other in enumerate(theirs):
+            for name, a, b in zip(names, theirs[0], other):
+                if a != b:
+                    raise InputError(f"part_kway: {name} differs between ranks 0 and {r} of the communicator; "
+                                     f"it must be the same on every rank (rank {rank})")
     nlocal = len(xadj) - 1
     if nparts == 1:
         part = np.zeros(nlocal, dtype=np.int64)
@@ -120,10 +140,17 @@ def metis_part_kway(xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *, 
 
     Used as a baseline in benchmarks and tests; honours multi-constraint ``vwgt``.
     """
-    xadj = _idx(xadj, "xadj", 0)
-    adjncy = _idx(adjncy, "adjncy", 0)
-    vwgt = None if vwgt is None else _idx(np.asarray(vwgt).reshape(-1), "vwgt", 0)
-    ub = None if ubvec is None else np.ascontiguousarray(np.asarray(ubvec).reshape(-1), dtype=REAL_DTYPE)
+    where = "metis_part_kway"
+    xadj = _idx(xadj, "xadj", 0, where)
+    adjncy = _idx(adjncy, "adjncy", 0, where)
+    vwgt = None if vwgt is None else _idx(np.asarray(vwgt).reshape(-1), "vwgt", 0, where)
+    ncon, nparts = int(ncon), int(nparts)
+    n = len(xadj) - 1
+    if n < 0:
+        raise InputError(f"{where}: xadj must hold at least one entry (rank 0)")
+    _check_local(0, 1, np.array([0, n], dtype=IDX_DTYPE), xadj, adjncy, vwgt, ncon, nparts, None, where)
+    ub = None if ubvec is None else np.ascontiguousarray(_weights(ncon, nparts, ubvec, None, 0, where)[0],
+                                                         dtype=REAL_DTYPE)
     if nparts == 1:
         return np.zeros(len(xadj) - 1, dtype=np.int64)
     ok, _cut, part = _ext.metis_part_kway(xadj, adjncy, vwgt, int(ncon), int(nparts), ub, seed)
