@@ -70,6 +70,9 @@ def sample_ranges(const int64_t[::1] rows, int64_t fanout, bint replace, uint64_
     else:
         with nogil:
             total = hpcgnn_sample_counts(_p64(first), _p64(end), n, fanout, replace, _p64(counts))
+    if total == -2:
+        raise ValueError(f"sample_ranges: fanout {fanout} asks for more than 2**63-1 edges in all "
+                         f"for {n} seeds")
     if total < 0:
         raise ValueError("sample_ranges: a range has end < first")
     offs_a = _np_s.zeros(n, dtype=_np_s.int64)

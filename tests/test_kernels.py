@@ -249,6 +249,9 @@ def test_bias_relu_dropout_matches_the_unfused_ops(dim):
     torch.manual_seed(7)                                    # a leaf is not written over: same numbers
     leaf = (a2 * 1.0).detach().requires_grad_(True)
     assert torch.equal(bias_relu_dropout(leaf, bias, p=0.4), ref) and torch.equal(leaf, a2 * 1.0)
+    torch.manual_seed(7)                                    # nor a view of one
+    view = leaf[:150]
+    assert torch.equal(bias_relu_dropout(view, bias, p=0.4), ref[:150]) and torch.equal(leaf, a2 * 1.0)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

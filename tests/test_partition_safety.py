@@ -143,6 +143,39 @@ def test_a_json_that_disagrees_with_its_file_is_refused(shared_dir):
             DistGraph(f"t_{name}", part_config=p)
 
 
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_a_damaged_csr_is_named(shared_dir):
+    """A CSR damaged on disk gave bare NumPy errors (or a table's name) at load."""
+    from hpcgnn.graph import DistGraph
+
+    path, _ = _graph(shared_dir, name="c")
+    cfg = partition_graph(path, os.path.join(shared_dir, "out"), 2, comm=comm)
+    if comm.Get_rank() != 0:
+        return
+    with open(cfg) as f:
+        conf = json.load(f)
+    h5 = os.path.join(os.path.dirname(cfg), conf["h5_file"])
+    damage = {
+        "first": (lambda g: g["csr/indptr"].__setitem__(0, -3), "/part1/csr/indptr must start at 0"),
+        "order": (lambda g: g["csr/indptr"].__setitem__(5, int(g["csr/indptr"][7])),
+                  "/part1/csr/indptr must start at 0 and never decrease"),
+        "ids": (lambda g: g["csr/indices"].__setitem__(2, 10**6), r"/part1/csr/indices holds node ids outside \[0, 400\)"),
+    }
+    for name, (edit, words) in damage.items():
+        copy = os.path.join(os.path.dirname(cfg), f"damaged_{name}.h5")
+        shutil.copy(h5, copy)
+        with h5py.File(copy, "r+") as f:
+            edit(f["part1"])
+        d = dict(conf, h5_file=os.path.basename(copy))
+        p = os.path.join(os.path.dirname(cfg), f"damaged_{name}.json")
+        with open(p, "w") as f:
+            json.dump(d, f)
+        with pytest.raises(InputError, match=words):
+            DistGraph(f"c_{name}", part_config=p)
+
+
 def test_a_config_that_is_not_a_json_object_is_named(tmp_path):
     from hpcgnn.partition.config import read_config
 

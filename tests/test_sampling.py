@@ -205,6 +205,30 @@ def test_kernel_weighted():
     assert counts.tolist() == [2, 0] and sorted(eids.tolist()) == [1, 3]
 
 
+@pytest.mark.parametrize("scale", [5e307, 5e-324, 1e-310])
+def test_kernel_weighted_extreme_weights(scale):
+    """Huge weights summed to inf and subnormal ones made log(u) / w = -inf: the
+    draws were no longer by weight.  Weights relative to a seed's largest fix both."""
+    base = np.array([1.0, 1.0, 2.0]) if scale > 1e-320 else np.ones(3)
+    w, p = base * scale, base / base.sum()
+    T = 6000
+    rows = np.repeat(np.array([[0, 3]], np.int64), T, axis=0).reshape(-1)
+    for replace, k in ((True, 1), (False, 1)):
+        eids, counts = ext.sample_ranges(rows, k, replace, 11, np.tile(w, T))
+        got = np.bincount(eids, minlength=3)
+        exp = T * p
+        assert float((((got - exp) ** 2) / exp).sum()) < chi2_bound(2), (replace, got)
+
+
+def test_kernel_total_overflow_is_an_error():
+    rows = np.array([0, 5, 5, 10, 10, 15, 15, 20], np.int64)
+    for fanout in (2**62, 2**63 - 1):
+        with pytest.raises(ValueError, match="more than 2\\*\\*63-1 edges"):
+            ext.sample_ranges(rows, fanout, True, 0, None)
+        with pytest.raises(ValueError, match="more than 2\\*\\*63-1 edges"):
+            ext.sample_ranges(rows, fanout, True, 0, np.ones(20))
+
+
 def test_relabel():
     seeds = np.array([50, 7, 3], np.int64)
     nbrs = np.array([7, 9, 9, 100, 50, 2, 100], np.int64)

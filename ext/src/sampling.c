@@ -45,7 +45,7 @@ int64_t hpcgnn_sample_counts(const int64_t *first, const int64_t *end, int64_t n
         else if (replace) c = d > 0 ? fanout : 0;
         else c = d < fanout ? d : fanout;
         counts[i] = c;
-        total += c;
+        if (__builtin_add_overflow(total, c, &total)) return -2;
     }
     return total;
 }
@@ -109,7 +109,7 @@ int64_t hpcgnn_sample_weighted_counts(const int64_t *first, const int64_t *end, 
         else if (replace) c = nz > 0 ? fanout : 0;
         else c = nz < fanout ? nz : fanout;
         counts[i] = c;
-        total += c;
+        if (__builtin_add_overflow(total, c, &total)) return -2;
     }
     return total;
 }
@@ -166,9 +166,13 @@ int hpcgnn_sample_weighted(const int64_t *first, const int64_t *end, int64_t n, 
             }
             rng_t r;
             rng_seed(&r, seed, (uint64_t)i);
+            /* weights relative to the seed's largest: sums of huge weights stay finite and
+               subnormal ones are not lost in log(u) / w */
+            double wmax = 0;
+            for (int64_t j = 0; j < d; j++) if (wi[j] > wmax) wmax = wi[j];
             if (replace) {                                    /* inverse CDF, binary search */
                 double acc = 0;
-                for (int64_t j = 0; j < d; j++) { acc += wi[j]; hk[j] = acc; }
+                for (int64_t j = 0; j < d; j++) { acc += wi[j] > 0 ? wi[j] / wmax : 0; hk[j] = acc; }
                 for (int64_t q = 0; q < c; q++) {
                     double u = (1.0 - rng_unit(&r)) * acc;    /* [0, acc) */
                     int64_t lo = 0, hi = d - 1;
@@ -182,7 +186,8 @@ int hpcgnn_sample_weighted(const int64_t *first, const int64_t *end, int64_t n, 
             int64_t h = 0;
             for (int64_t j = 0; j < d; j++) {
                 if (!(wi[j] > 0)) continue;
-                double key = log(rng_unit(&r)) / wi[j];
+                double wr = wi[j] / wmax;                     /* 0 when it underflows */
+                double key = wr > 0 ? log(rng_unit(&r)) / wr : -HUGE_VAL;
                 if (h < c) {
                     int64_t p = h++;
                     hk[p] = key; hv[p] = j;

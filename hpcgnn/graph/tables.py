@@ -90,11 +90,18 @@ class GraphTables:
                 T = self.num_etypes
                 g = self._check_part(f, p, n, e, T)
                 indptr = g["csr/indptr"][:]
+                where = f"{self.h5_path} (named by {self.config_path})"
+                if indptr[0] != 0 or (len(indptr) > 1 and np.any(np.diff(indptr) < 0)):
+                    raise InputError(f"{where}: /part{p}/csr/indptr must start at 0 and never decrease")
                 csr = self.csr.local_rows[nrow0:nrow0 + n].reshape(n, T, 2)
                 csr[:, :, 0] = (es + indptr[:-1]).reshape(T, n).T
                 csr[:, :, 1] = (es + indptr[1:]).reshape(T, n).T
                 if e:
-                    g["csr/indices"].read_direct(self.indices.local_rows[erow0:erow0 + e])
+                    got = self.indices.local_rows[erow0:erow0 + e]
+                    g["csr/indices"].read_direct(got)
+                    if got.min() < 0 or got.max() >= self.num_nodes:
+                        raise InputError(f"{where}: /part{p}/csr/indices holds node ids outside "
+                                         f"[0, {self.num_nodes})")
                     own = self.owner.local_rows[erow0:erow0 + e]
                     own[:] = np.repeat(np.tile(np.arange(ns, ne, dtype=np.int64), T), np.diff(indptr))
                 for k, st in self.ndata.items():

@@ -121,11 +121,12 @@ class _BiasReluDropout(torch.autograd.Function):
 
 def _writable_activation(h: torch.Tensor, bias: torch.Tensor, p: float, training: bool) -> bool:
     """Whether the compiled bias+relu+dropout may run over ``h`` in place: training,
-    0 < p < 1, float32 CPU matrices, ``h`` contiguous and not a leaf needing a
-    gradient (a leaf cannot be written in place)."""
+    0 < p < 1, float32 CPU matrices, ``h`` contiguous, not a view (a view of a leaf
+    needing a gradient would be written before autograd refuses it) and not a leaf
+    needing a gradient (a leaf cannot be written in place)."""
     return training and 0.0 < p < 1.0 and h.device.type == "cpu" and h.dtype == torch.float32 \
         and h.dim() == 2 and h.is_contiguous() and bias.dtype == torch.float32 \
-        and not (h.is_leaf and h.requires_grad)
+        and h._base is None and not (h.is_leaf and h.requires_grad)
 
 
 def bias_relu_dropout(h: torch.Tensor, bias: torch.Tensor | None, p: float = 0.5,
