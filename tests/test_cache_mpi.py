@@ -105,3 +105,51 @@ def test_row_cache(shared_tmp):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_is_among_the_cache_devices():
     assert "cuda" in DEVICES
+
+
+@pytest.mark.mpi(min_size=4)
+@pytest.mark.timeout(180)
+def test_typed_features_on_a_device_are_served_by_its_cache(shared_tmp):
+    """Features of some node types only (papers), batches assembled on a device: the
+    cache there served nothing (every row was read from the store and moved)."""
+    import json
+    import os
+
+    from hpcgnn.datasets import generate_hetero_graph
+    from hpcgnn.partition import partition_graph
+
+    size = world.Get_size()
+    if size % 2:
+        pytest.skip("two-rank virtual nodes")
+    layout, rpn, nparts = served_layout(size)
+    raw = os.path.join(shared_tmp, "mag.h5")
+    generate_hetero_graph(raw, world, 3000, 8, 8, 4, seed=5, chunk_nodes=512)
+    cfg = partition_graph(raw, os.path.join(shared_tmp, "magparts"), nparts, comm=world)
+    with open(cfg) as f:
+        conf = json.load(f)
+    assert conf["node_feats"]["feat"].get("ntypes")           # papers only
+    ctx = hpcgnn.initialize(layout=layout, ranks_per_node=rpn, part_config=cfg, serve=False)
+    if not ctx.is_trainer:
+        ctx.service.serve()
+        ctx.finalize()
+        return
+    g = DistGraph(conf["graph_name"])
+    seeds = np.flatnonzero(np.asarray(g.get_partition_book().map_to_per_ntype(np.arange(g.num_nodes()))[0]) == 0)
+    seeds = seeds[ctx.trainer_comm.Get_rank()::ctx.trainer_comm.Get_size()][:400]
+    s = NeighborSampler([5, 5])
+    feat = g.ndata["feat"]
+    row_bytes = feat[[int(seeds[0])]].numpy().nbytes
+    for dev in DEVICES:
+        feat.disable_cache()
+        on = DistNodeDataLoader(g, seeds, s, batch_size=100, seed=3, mode="inline", cache_bytes=500 * row_bytes,
+                                device=dev)
+        plain = DistNodeDataLoader(g, seeds, s, batch_size=100, seed=3, mode="inline")
+        for a, b in zip(on, plain):
+            assert a.x.device.type == dev and torch.equal(a.x.cpu(), b.x) and torch.equal(a.n_id, b.n_id)
+        st = feat.cache.stats()
+        assert st["rows"] > 0 and st["hits"] > 0, st
+        kept = np.asarray(g.get_partition_book().map_to_per_ntype(feat.cache.ids)[0])
+        assert (kept == 0).all()                           # papers only: the other rows are never read
+        feat.disable_cache()
+    g.barrier()
+    ctx.finalize()

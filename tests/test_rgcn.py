@@ -73,7 +73,7 @@ def test_rgcn_separate_mode_trains_the_same_model(mpirun, mag, tmp_path):
 
     _, cfg = mag
     common = ["--epochs", "1", "--epoch-steps", "4", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3",
-              "--progress", "off", "--eval-every", "0"]
+              "--progress", "off", "--eval-every", "0", "--cache-bytes", "50000"]
     co = mpirun(4, [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "co"), "--layout",
                     "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", *common], timeout=300)
     assert co.returncode == 0, co.stdout + co.stderr
@@ -84,6 +84,9 @@ def test_rgcn_separate_mode_trains_the_same_model(mpirun, mag, tmp_path):
     assert "loader mode samplers" in sep.stdout
     a, b = torch.load(tmp_path / "co" / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    for out in (co.stdout, sep.stdout):           # a cache of paper rows only, and it serves them
+        rates = [json.loads(line)["cache_hit_rate"] for line in out.splitlines() if '"kind": "epoch"' in line]
+        assert len(rates) == 1 and 0 < rates[0] <= 1, out
 
 
 @pytest.mark.timeout(600)

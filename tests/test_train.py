@@ -192,6 +192,8 @@ def test_config_rejects_unknown_keys_and_bad_values(tmp_path):
         parse_args([])
     with pytest.raises(InputError, match="feature_rows must be auto, copy or refs"):
         parse_args(["--part-config", "x.json", "--feature-rows", "views"])
+    with pytest.raises(InputError, match="cache_bytes must be >= 0"):
+        parse_args(["--part-config", "x.json", "--cache-bytes", "-1"])
 
 
 @pytest.mark.timeout(300)
@@ -218,7 +220,7 @@ def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
     send copies: the same numbers."""
     _, cfg = small
     common = ["--epochs", "2", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--progress", "off",
-              "--feature-rows", "refs"]
+              "--feature-rows", "refs", "--cache-bytes", "100000"]
     here = _train(mpirun, cfg, tmp_path / "co", *common)
     assert here.returncode == 0, here.stdout + here.stderr
     assert "features refs" in here.stdout
@@ -229,6 +231,9 @@ def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
     assert "loader mode samplers, features copy" in sep.stdout
     a, b = torch.load(tmp_path / "co" / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    for out in (here.stdout, sep.stdout):         # the cache (on trainers, on sampler ranks) reports its hits
+        rates = [json.loads(line)["cache_hit_rate"] for line in out.splitlines() if '"kind": "epoch"' in line]
+        assert len(rates) == 2 and all(0 < r <= 1 for r in rates), out
     assert _final(here.stdout)["test_acc"] == _final(sep.stdout)["test_acc"]
 
 

@@ -27,9 +27,11 @@ from ..errors import InputError
 class RowCache:
     """Independent to create.  ``tensor``: a :class:`~hpcgnn.graph.DistTensor`;
     ``budget_bytes``: the most memory the cached rows may take; ``hotness``: one
-    score per row, or None (the reaching degree in ``graph``, see the module doc)."""
+    score per row, or None (the reaching degree in ``graph``, see the module doc);
+    ``rows``: the rows that may be cached (ids or a boolean mask; default all), e.g.
+    the nodes of the types a feature of some types only has."""
 
-    def __init__(self, tensor, budget_bytes: int, hotness=None, graph=None, device=None):
+    def __init__(self, tensor, budget_bytes: int, hotness=None, graph=None, device=None, rows=None):
         if int(budget_bytes) < 0:
             raise InputError(f"RowCache: budget_bytes must be >= 0, got {budget_bytes}")
         store = tensor._open_store()
@@ -42,7 +44,18 @@ class RowCache:
         for k, owner in enumerate(store._owners.tolist()):
             if ctx.node_of(int(owner)) != ctx.node_id:
                 remote[bounds[k]:bounds[k + 1]] = True
-        cand = np.flatnonzero(remote)
+        eligible = remote
+        if rows is not None:
+            rows = np.asarray(rows)
+            mask = np.zeros(n, dtype=bool)
+            if rows.dtype == bool:
+                if rows.shape != (n,):
+                    raise InputError(f"RowCache: rows is a mask of {rows.shape}, the tensor has {n} rows")
+                mask[:] = rows
+            else:
+                mask[tensor._index(rows)] = True
+            eligible = remote & mask
+        cand = np.flatnonzero(eligible)
         self.remote_rows = len(cand)
         if hotness is None:
             if graph is None:

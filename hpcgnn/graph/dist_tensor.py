@@ -290,15 +290,16 @@ class DistTensor:
         self._open_store().scatter(self._index(ids), values)
 
     # -- hot-row cache --------------------------------------------------------------
-    def enable_cache(self, budget_bytes: int, hotness=None, graph=None, device=None):
+    def enable_cache(self, budget_bytes: int, hotness=None, graph=None, device=None, rows=None):
         """Independent: keep the hottest rows that live on other nodes in this
         process (see :mod:`hpcgnn.graph.cache`), at most ``budget_bytes``; returns
         the :class:`~hpcgnn.graph.cache.RowCache` (``.stats()``: hits).  For tensors
         that do not change (node features).  ``device``: keep the cached rows in that
-        device's memory (a GPU), for :meth:`gather_to`."""
+        device's memory (a GPU), for :meth:`gather_to`.  ``rows``: only these rows
+        may be cached (ids or a boolean mask)."""
         from .cache import RowCache
 
-        self._cache = RowCache(self, budget_bytes, hotness=hotness, graph=graph, device=device)
+        self._cache = RowCache(self, budget_bytes, hotness=hotness, graph=graph, device=device, rows=rows)
         return self._cache
 
     def gather_to(self, ids, device) -> "torch.Tensor":

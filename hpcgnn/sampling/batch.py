@@ -143,10 +143,12 @@ class MiniBatch:
             if has:     # typed graph, feature of some types only: read those rows, zeros elsewhere
                 book = g.get_partition_book()
                 rows = np.flatnonzero(np.isin(self.n_type.numpy(), [book.ntype_id(t) for t in has]))
-                x = torch.zeros((len(ids),) + tuple(g.ndata[feat].shape[1:]), dtype=g.ndata[feat].dtype)
-                if len(rows):
-                    x[torch.from_numpy(rows)] = _as_tensor(g.ndata[feat][ids[rows]])
-                self.x = x if device is None else x.to(device)
+                x = torch.zeros((len(ids),) + tuple(g.ndata[feat].shape[1:]), dtype=g.ndata[feat].dtype,
+                                device=device)
+                if len(rows):        # on a device through gather_to, so that a cache there serves
+                    got = g.ndata[feat][ids[rows]] if device is None else g.ndata[feat].gather_to(ids[rows], device)
+                    x[torch.from_numpy(rows).to(x.device)] = _as_tensor(got)
+                self.x = x
             elif device is not None:
                 self.x = g.ndata[feat].gather_to(ids, device)
             else:

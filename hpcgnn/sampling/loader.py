@@ -16,9 +16,10 @@ independent.  Which batches an epoch holds is fixed by the settings alone (see
     each batch is produced when asked for.
 
 All three yield identical batches.  ``loader.stats`` holds, for the last epoch,
-the seconds the consumer waited for batches, the batches, the sampled edges, and
-the producer's seconds spent sampling and gathering features (on whichever thread
-or rank produced them, overlapped with training unless ``inline``).
+the seconds the consumer waited for batches, the batches, the sampled edges, the
+producer's seconds spent sampling and gathering features (on whichever thread
+or rank produced them, overlapped with training unless ``inline``), and with a
+feature cache its hits and the lookups of rows held on other nodes.
 """
 from __future__ import annotations
 
@@ -80,10 +81,15 @@ class NodeTask:
         seeds = self.plan.batch(epoch, step, order)
         b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
         t1 = time.perf_counter()
+        cache = g.ndata[self.feat].cache if self.cache_bytes and self.feat is not None else None
+        before = (cache.hits, cache.remote_lookups) if cache is not None else None
         if self.feat is not None or self.label is not None:
             b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows,
                              feature_rows=self.feature_rows)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
+        if before is not None:        # counted where the batch was made (a sampler rank, maybe)
+            b.extra["cache_hits"] = cache.hits - before[0]
+            b.extra["cache_remote_lookups"] = cache.remote_lookups - before[1]
         return b
 
 
@@ -130,9 +136,16 @@ class EdgeTask:
 def _ensure_cache(g, feat, budget: int, device=None) -> None:
     """Give ``g.ndata[feat]`` a hot-row cache of ``budget`` bytes (by in-degree) in
     the process that gathers the features (trainer or sampler rank), once; in
-    ``device``'s memory when given."""
+    ``device``'s memory when given.  A feature of some node types only caches rows
+    of those types (the others are never read)."""
     if budget and feat is not None and g.ndata[feat].cache is None:
-        g.ndata[feat].enable_cache(budget, graph=g, device=device)
+        has = g.get_partition_config()["node_feats"].get(feat, {}).get("ntypes")
+        rows = None
+        book = g.get_partition_book()
+        if has and len(book.ntypes) > 1:
+            tids = np.asarray(book.map_to_per_ntype(np.arange(g.num_nodes(), dtype=np.int64))[0])
+            rows = np.isin(tids, [book.ntype_id(t) for t in has])
+        g.ndata[feat].enable_cache(budget, graph=g, device=device, rows=rows)
 
 
 class _Loader:
@@ -244,7 +257,8 @@ class _Loader:
         epoch, start = self._epoch, self._start
         self._epoch, self._start = epoch + 1, 0
         self.position = (epoch, start)
-        self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0, "sample_s": 0.0, "fetch_s": 0.0}
+        self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0, "sample_s": 0.0, "fetch_s": 0.0,
+                      "cache_hits": 0, "cache_remote_lookups": 0}
         self._close_source()                  # one epoch at a time per loader
         if self.mode == "samplers":
             source = self._remote.epoch(epoch, start, self.plan.steps)
@@ -262,6 +276,8 @@ class _Loader:
                 self.stats["sampled_edges"] += b.num_edges
                 self.stats["sample_s"] += b.extra.get("sample_s", 0.0)
                 self.stats["fetch_s"] += b.extra.get("fetch_s", 0.0)
+                self.stats["cache_hits"] += b.extra.get("cache_hits", 0)
+                self.stats["cache_remote_lookups"] += b.extra.get("cache_remote_lookups", 0)
                 # after an epoch's last batch, a checkpoint resumes at the next epoch
                 self.position = (epoch, step + 1) if step + 1 < self.plan.steps else (epoch + 1, 0)
                 yield b
@@ -377,6 +393,10 @@ class DistNodeDataLoader(_Loader):
             if feature_rows not in FEATURE_ROWS:
                 raise InputError(f"DistNodeDataLoader: feature_rows must be one of {FEATURE_ROWS}, "
                                  f"got {feature_rows!r}")
+            if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (numbers.Integral, np.integer)) \
+                    or cache_bytes < 0:
+                raise InputError(f"DistNodeDataLoader: cache_bytes must be an integer >= 0 (0: no cache), "
+                                 f"got {cache_bytes!r}")
         dev = None if device is None else str(torch.device(device))
         super().__init__(g, nids, batch_size, shuffle, drop_last, seed, prefetch, mode, "DistNodeDataLoader",
                          lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes), dev, labels,

@@ -184,4 +184,6 @@ def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
     for name in ("epochs", "batch_size", "hidden", "infer_batch_size"):
         if getattr(cfg, name) < 1:
             raise InputError(f"{prog}: {name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.cache_bytes < 0:
+        raise InputError(f"{prog}: cache_bytes must be >= 0 (0: no cache), got {cfg.cache_bytes}")
     return cfg

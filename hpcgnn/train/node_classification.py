@@ -197,6 +197,9 @@ def run(cfg: TrainConfig) -> dict | None:
                "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
                "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3],
                "sample_s": slow[4], "fetch_s": slow[5]}
+        if cfg.cache_bytes:         # of the feature rows held on other nodes, the share the cache served
+            c = _allsum(tc, [st["cache_hits"], st["cache_remote_lookups"]])
+            row["cache_hit_rate"] = c[0] / max(c[1], 1)
         if val_loader is not None and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
             c, n = _sampled_accuracy(model, val_loader, device)
             c, n = _allsum(tc, [c, n])

@@ -181,6 +181,9 @@ def run(cfg: RGCNConfig) -> dict | None:
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
                "val_acc": None, "epoch_s": slow[0], "steps": st["batches"], "wait_s": slow[1],
                "compute_s": slow[2], "allreduce_s": slow[3]}
+        if cfg.cache_bytes:         # of the feature rows held on other nodes, the share the cache served
+            c = allsum(tc, [st["cache_hits"], st["cache_remote_lookups"]])
+            row["cache_hit_rate"] = c[0] / max(c[1], 1)
         if "val_acc" in evals and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
             row["val_acc"] = _accuracy(model, evals["val_acc"], g, cfg, device, tc)
         if me == 0:
