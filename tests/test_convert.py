@@ -271,6 +271,10 @@ def test_from_pyg(tmp_path):
     data.train_mask = data.train_mask[:-1]
     with pytest.raises(InputError, match=r"pyg\.h5: data\.train_mask: first dimension"):
         from_pyg(data, out, overwrite=True)
+    from torch_geometric.data import HeteroData
+
+    with pytest.raises(InputError, match="a HeteroData .* is not converted"):
+        from_pyg(HeteroData(), out, overwrite=True)
 
 
 @pytest.mark.mpi(min_size=2)

@@ -66,6 +66,8 @@ def test_typed_book_and_views(typed):
         g.ndata["venue"]
     with pytest.raises(InputError, match="unknown node type"):
         g.nodes["venue"]
+    with pytest.raises(InputError, match="DistGraph 'h': unknown node type 'venue'"):
+        g.num_nodes("venue")
     with pytest.raises(InputError, match="out of range"):
         g.nodes["paper"].data["feat"][[g.num_nodes("paper")]]
     # degrees count every type
@@ -107,6 +109,31 @@ def test_per_type_split_and_book_calls(typed):
     assert isinstance(p0, torch.Tensor) and torch.all(book.nid2partid(p0, "paper") == 0)
     assert sum(len(book.partid2nids(p, "author")) for p in range(2)) == g.num_nodes("author")
     assert sum(len(book.partid2eids(p, c)) for p in range(2)) == ne
+
+
+def test_loaders_take_per_type_ids_as_a_dict(typed):
+    """DGL's {ntype: per-type ids} seeds (what node_split(..., ntype=T) gives) are the
+    nodes of that type; per-type ids passed bare were taken as other nodes."""
+    from hpcgnn.graph import node_split
+    from hpcgnn.sampling import DistEdgeDataLoader, DistNodeDataLoader
+
+    g, o = typed
+    book = g.get_partition_book()
+    per = node_split(g.nodes["paper"].data["train_mask"], ntype="paper").numpy()[:100]
+    s = NeighborSampler([3])
+    seeds = []
+    for b in DistNodeDataLoader(g, {"paper": per}, s, batch_size=50, prefetch=0):
+        seeds.append(b.n_id[: b.batch_size].numpy())
+    seeds = np.concatenate(seeds)
+    assert np.array_equal(np.sort(seeds), np.sort(book.map_to_homo_nid(per, "paper")))
+    assert (o["ntype"][seeds] == 0).all()
+    c = CANON[1]
+    per_e = np.arange(0, g.num_edges(c), 5)[:40]
+    got = np.concatenate([b.input_id.numpy() for b in DistEdgeDataLoader(g, {c: per_e}, s, batch_size=20,
+                                                                          prefetch=0)])
+    assert np.array_equal(np.sort(got), np.sort(book.map_to_homo_eid(per_e, c)))
+    with pytest.raises(InputError, match="names 'nope', not a node type"):
+        DistNodeDataLoader(g, {"nope": per}, s, batch_size=50)
 
 
 def test_per_type_policies_and_attached_data(typed):
@@ -233,3 +260,16 @@ def test_edge_types_without_node_types_and_bad_names(tmp_path):
         f.attrs["etypes"] = json.dumps([["entity", "r:1", "entity"], ["entity", "r2", "entity"]])
     with pytest.raises(InputError, match="contains ':'"):
         partition_graph(raw, str(tmp_path / "q"), 2)
+
+
+def test_a_name_held_already_with_other_partitions_is_refused(typed, tmp_path):
+    """The first graph of a name answered for the second's partitions, silently.
+    (Last in this module: a second graph in the process changes which graph a
+    graph-sized DistTensor follows.)"""
+    g, o = typed
+    here = os.path.dirname(g._t.config_path)
+    assert DistGraph("h", part_config=g._t.config_path).num_nodes() == o["n"]      # the same: fine
+    again = partition_graph(os.path.join(os.path.dirname(here), "h.h5"), str(tmp_path / "p3"), 3, overwrite=True)
+    with pytest.raises(InputError, match="a graph of this name is held already.*DistGraph\\('h_2'"):
+        DistGraph("h", part_config=again)
+    assert DistGraph("h_3parts", part_config=again).get_partition_book().num_partitions() == 3

@@ -410,6 +410,9 @@ def from_pyg(data, path: str, comm=None, name: str = "pyg", overwrite: bool = Fa
         return None if v is None else np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
 
     with raw.guard(comm):
+        if hasattr(data, "node_types") and hasattr(data, "edge_types"):
+            raise InputError("from_pyg: a HeteroData (typed graph) is not converted; write the raw format's "
+                             "/nodes/type and /edges/type yourself (docs/format.md) or convert one Data")
         ei = arr("edge_index")
         if ei is None or ei.ndim != 2 or ei.shape[0] != 2 or ei.dtype.kind not in "iu":
             raise InputError(f"{path}: data.edge_index: expected an integer [2, E] tensor, got "

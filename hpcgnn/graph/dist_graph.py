@@ -97,6 +97,21 @@ def _check_attached(data: dict, key, value, num, what: str) -> None:
         raise InputError(f"DistGraph data {key!r}: there is already data of this name")
 
 
+def _check_same_graph(held, graph_name: str, part_config: str) -> None:
+    """A graph name held already, named again with a ``part_config``: it must name the
+    same partitions (the same HDF5 file), or the first graph would answer silently."""
+    from ..partition.config import read_config
+
+    if os.path.realpath(part_config) == os.path.realpath(held.config_path):
+        return
+    cfg, _ = read_config(part_config)
+    h5 = os.path.join(os.path.dirname(os.path.abspath(part_config)), cfg["h5_file"])
+    if os.path.realpath(h5) != os.path.realpath(held.h5_path):
+        raise InputError(f"DistGraph {graph_name!r}: a graph of this name is held already, from "
+                         f"{held.config_path}; {part_config} names other partitions ({h5}). Load them under "
+                         f"another name: DistGraph('{graph_name}_2', part_config=...)")
+
+
 class DistGraph:
     """A partitioned graph; see the module doc.  Creation is collective over the
     trainers (distributed mode) or independent (standalone)."""
@@ -121,6 +136,8 @@ class DistGraph:
             if len(names) > 1:
                 raise InputError(f"DistGraph: the trainers name different graphs {names}; creation is "
                                  "collective, every trainer must name the same one")
+            if held and part_config is not None:
+                _check_same_graph(svc.graphs[graph_name], graph_name, part_config)
             if not held:
                 if part_config is None:
                     have = sorted(svc.graphs) or "none"
@@ -177,7 +194,8 @@ class DistGraph:
     # -- sizes and types ---------------------------------------------------------
     def num_nodes(self, ntype=None) -> int:
         """Nodes of type ``ntype`` (all nodes when None)."""
-        return self._t.num_nodes if ntype is None else self._book.num_nodes_of(ntype)
+        return self._t.num_nodes if ntype is None else \
+            self._book.num_nodes_of(self._book.ntypes[self.get_ntype_id(ntype)])
 
     def num_edges(self, etype=None) -> int:
         """Edges of type ``etype`` (canonical triple, ``"src:rel:dst"`` or a unique

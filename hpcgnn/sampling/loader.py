@@ -133,6 +133,24 @@ class EdgeTask:
         return b
 
 
+def _homogeneous(g, ids, kind: str, what: str):
+    """DGL's ``{type: per-type ids}`` as homogeneous ids (in the order of the dict);
+    anything else is taken as homogeneous ids already."""
+    if not isinstance(ids, dict):
+        return ids
+    book = g.get_partition_book()
+    known = book.ntypes if kind == "node" else book.canonical_etypes
+    out = []
+    for t, tids in ids.items():
+        try:
+            homo = book.map_to_homo_nid(tids, t) if kind == "node" else book.map_to_homo_eid(tids, t)
+        except (KeyError, ValueError) as e:
+            raise InputError(f"{what}: {{type: ids}} names {t!r}, not a {kind} type of graph "
+                             f"{g.graph_name!r} ({known}): {e}") from None
+        out.append(np.asarray(homo, dtype=np.int64).reshape(-1))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
 def _ensure_cache(g, feat, budget: int, device=None) -> None:
     """Give ``g.ndata[feat]`` a hot-row cache of ``budget`` bytes (by in-degree) in
     the process that gathers the features (trainer or sampler rank), once; in
@@ -359,7 +377,8 @@ class DistNodeDataLoader(_Loader):
     """``DistNodeDataLoader(g, nids, sampler, batch_size=1, shuffle=False, drop_last=False)``:
     node-classification mini-batches (:class:`~hpcgnn.sampling.MiniBatch` with ``x``
     and ``y`` of every sampled node) around this trainer's ``nids`` (e.g. from
-    :func:`~hpcgnn.graph.node_split`).
+    :func:`~hpcgnn.graph.node_split`): homogeneous node ids, or DGL's ``{ntype:
+    per-type ids}`` (what ``node_split(..., ntype=T)`` gives).
 
     ``seed``: batches are a function of it (None: drawn from torch's generator on
     trainer 0); ``prefetch``: batches produced ahead (0: inline); ``mode``: see the
@@ -388,6 +407,7 @@ class DistNodeDataLoader(_Loader):
         feat, label = _resolve(g, feat), _resolve(g, label)
         _check_features(g, feat, label, "DistNodeDataLoader")
         with agreed(g.context.trainer_comm):
+            nids = _homogeneous(g, nids, "node", "DistNodeDataLoader")
             if labels not in ("all", "seeds"):
                 raise InputError(f"DistNodeDataLoader: labels must be 'all' or 'seeds', got {labels!r}")
             if feature_rows not in FEATURE_ROWS:
@@ -405,7 +425,8 @@ class DistNodeDataLoader(_Loader):
 
 class DistEdgeDataLoader(_Loader):
     """``DistEdgeDataLoader(g, eids, sampler, batch_size, negative_sampler=Uniform(k),
-    exclude='self')``: link-prediction mini-batches around the seed edges ``eids``.
+    exclude='self')``: link-prediction mini-batches around the seed edges ``eids``
+    (homogeneous edge ids, or ``{etype: per-type ids}``).
 
     Each batch samples the neighbourhoods of both endpoints of its seed edges and of
     the negative pairs; ``edge_label_index``/``edge_label`` name the pairs to score
@@ -427,6 +448,7 @@ class DistEdgeDataLoader(_Loader):
         _check_features(g, feat, label, what)
         rev = None
         with agreed(g.context.trainer_comm):
+            eids = _homogeneous(g, eids, "edge", what)
             if not (exclude in EXCLUDE or callable(exclude)):
                 raise InputError(f"{what}: exclude must be None, 'self', 'reverse_id' or a function, "
                                  f"got {exclude!r}")
