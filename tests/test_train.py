@@ -211,6 +211,36 @@ def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
 
 
 @pytest.mark.timeout(400)
+def test_unlabelled_nodes_are_neither_trained_nor_scored(mpirun, tmp_path):
+    """Label -1 (unlabelled, docs/format-raw.md) crashed the first step on a training
+    node and was scored as a wrong answer on a test node; a label column given as a
+    mask made every nonzero node a training node; an out-of-range class crashed."""
+    raw = os.path.join(str(tmp_path), "g.h5")
+    generate_graph(raw, None, 1500, 8, 8, 4, seed=7, name="g")
+    with h5py.File(raw, "a") as f:
+        lab = f["nodes/data/label"][:]
+        tr, te = f["nodes/data/train_mask"][:].astype(bool), f["nodes/data/test_mask"][:].astype(bool)
+        lab[np.flatnonzero(tr)[::3]] = -1
+        lab[te] = -1
+        f["nodes/data/label"][:] = lab
+        bad = lab.copy()
+        bad[np.flatnonzero(tr)[1]] = 7
+        f["nodes/data/bad_label"] = bad
+    cfg = partition_graph(raw, os.path.join(str(tmp_path), "parts"), 2)
+    common = ["--epochs", "1", "--batch-size", "100", "--hidden", "16", "--fanouts", "4,3", "--progress", "off"]
+    res = _train(mpirun, cfg, tmp_path / "r", *common)
+    assert res.returncode == 0, res.stdout + res.stderr
+    final = _final(res.stdout)
+    assert final["test_acc"] is None and 0 < final["val_acc"] <= 1
+    assert "test accuracy: n/a (no labelled nodes in the set)" in res.stdout
+    res = _train(mpirun, cfg, tmp_path / "r2", *common, "--label", "bad_label")
+    assert res.returncode != 0 and "'bad_label' (setting label) holds 7 at node" in res.stderr
+    assert "epoch" not in res.stdout
+    res = _train(mpirun, cfg, tmp_path / "r3", *common, "--train-mask", "label")
+    assert res.returncode != 0 and "'label' (setting train_mask) is not a 0/1 mask" in res.stderr
+
+
+@pytest.mark.timeout(400)
 def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
     """Server-client layout: 2 nodes of [server, sampler] hold the partitions and
     produce the batches, a third node holds both trainers; the same script, no code

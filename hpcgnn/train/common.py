@@ -8,7 +8,9 @@ import time
 import numpy as np
 import torch
 
+from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
+from ..errors import InputError
 
 
 def allreduce(tc, values, op=MPI.SUM) -> np.ndarray:
@@ -21,6 +23,28 @@ def allreduce(tc, values, op=MPI.SUM) -> np.ndarray:
 
 def allsum(tc, values) -> np.ndarray:
     return allreduce(tc, values, MPI.SUM)
+
+
+def labelled_ids(g, cfg, tc, num_classes: int, sets: tuple) -> tuple:
+    """The ids of ``sets`` (train, val, test) whose label is known: label -1 marks an
+    unlabelled node (docs/format-raw.md), which is neither trained on nor scored; a label
+    outside [-1, num_classes) is an error."""
+    out = []
+    with agreed(tc):
+        for key, ids in zip(("train_mask", "val_mask", "test_mask"), sets):
+            lab = np.asarray(g.ndata[cfg.label][ids]).astype(np.int64) if len(ids) else np.zeros(0, np.int64)
+            bad = np.flatnonzero((lab < -1) | (lab >= num_classes))
+            if len(bad):
+                raise InputError(f"{cfg.part_config}: node data {cfg.label!r} (setting label) holds {lab[bad[0]]} "
+                                 f"at node {int(ids[bad[0]])} ({getattr(cfg, key)}); classes are 0..{num_classes - 1} "
+                                 "and -1 marks an unlabelled node")
+            out.append(ids[lab >= 0])
+    total = int(allsum(tc, [len(out[0])])[0])
+    with agreed(tc):
+        if total < tc.Get_size():
+            raise InputError(f"{cfg.part_config}: {total} labelled training nodes ({cfg.train_mask}) for "
+                             f"{tc.Get_size()} trainers; every trainer needs at least one")
+    return tuple(out)
 
 
 class AllreduceTimer:
@@ -91,9 +115,7 @@ def pick_device(setting: str, ctx):
     ``cpu``; ``cuda`` (an error without).  More trainers on a host than GPUs: ``auto``
     trains on the CPU (and says so), ``cuda`` is an error on every trainer (NCCL needs
     a GPU per trainer)."""
-    from ..comm.agree import agreed
     from ..comm.context import host_index
-    from ..errors import InputError
 
     if setting not in ("auto", "cpu", "cuda"):
         raise InputError(f"device must be auto, cpu or cuda, got {setting!r}")

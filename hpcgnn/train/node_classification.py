@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import check_run_dir, pick_device, seed_all, start, wrap_ddp
+from .common import check_run_dir, labelled_ids, pick_device, seed_all, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
@@ -71,12 +71,32 @@ def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
     masks = {}
     with agreed(tc):
         for key in ("train_mask", "val_mask", "test_mask"):
+            _check_mask(g, cfg, key, tc)
             masks[key] = node_split(g.ndata[getattr(cfg, key)], book).numpy()
         total = int(_allsum(tc, [len(masks["train_mask"])])[0])
         if total < tc.Get_size():
             raise InputError(f"{cfg.part_config}: {total} training nodes ({cfg.train_mask}) for "
                              f"{tc.Get_size()} trainers; every trainer needs at least one")
     return masks["train_mask"], masks["val_mask"], masks["test_mask"]
+
+
+def _check_mask(g, cfg, key: str, tc) -> None:
+    """A mask setting must name a 0/1 column (a label or feature column would make
+    every nonzero node a training node); this trainer checks its slice of it."""
+    name = getattr(cfg, key)
+    col = g.ndata[name]
+    if col.dtype == torch.bool:
+        return
+    if len(col.shape) != 1 or not _is_integer(col.dtype):
+        raise InputError(f"{cfg.part_config}: node data {name!r} (setting {key}) has shape {tuple(col.shape)} "
+                         f"and dtype {col.dtype}; a mask is one 0/1 value per node")
+    n, r, T = g.num_nodes(), tc.Get_rank(), tc.Get_size()
+    lo, hi = n * r // T, n * (r + 1) // T
+    v = np.asarray(col[np.arange(lo, hi)]) if hi > lo else np.zeros(0, np.int8)
+    bad = np.flatnonzero((v != 0) & (v != 1))
+    if len(bad):
+        raise InputError(f"{cfg.part_config}: node data {name!r} (setting {key}) is not a 0/1 mask: value "
+                         f"{v[bad[0]]} at node {lo + int(bad[0])}")
 
 
 def _num_classes(g, cfg, tc) -> int:
@@ -135,6 +155,7 @@ def run(cfg: TrainConfig) -> dict | None:
     name = g.graph_name
     train_ids, val_ids, test_ids = _check_inputs(cfg, g, tc)
     num_classes = _num_classes(g, cfg, tc)
+    train_ids, val_ids, test_ids = labelled_ids(g, cfg, tc, num_classes, (train_ids, val_ids, test_ids))
     in_dim = int(g.ndata[cfg.feat].shape[1])
 
     seed_all(cfg.seed)
@@ -225,7 +246,7 @@ def run(cfg: TrainConfig) -> dict | None:
         pred = logits[ids].argmax(1) if len(ids) else torch.zeros(0, dtype=torch.long)
         y = torch.as_tensor(g.ndata[cfg.label][ids]).long() if len(ids) else torch.zeros(0, dtype=torch.long)
         c, n = _allsum(tc, [int((pred == y).sum()), len(ids)])
-        result[key] = c / max(n, 1)
+        result[key] = c / n if n else None          # no labelled node in that set: no score
     logits.free()
     result["inference_s"] = time.perf_counter() - t0
     if me == 0:
@@ -234,8 +255,10 @@ def run(cfg: TrainConfig) -> dict | None:
     log.final(result)
     if me == 0:
         print(json.dumps({"kind": "final", **result}), flush=True)
-        print(f"validation accuracy: {result['val_acc']:.4f}", flush=True)
-        print(f"test accuracy: {result['test_acc']:.4f}", flush=True)
+        for what, key in (("validation", "val_acc"), ("test", "test_acc")):
+            v = result[key]
+            print(f"{what} accuracy: " + ("n/a (no labelled nodes in the set)" if v is None else f"{v:.4f}"),
+                  flush=True)
     ctx.finalize()
     result["model"] = model
     result["epochs"] = epoch_rows

@@ -30,7 +30,7 @@ from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import allreduce, allsum, check_run_dir, pick_device, seed_all, start, wrap_ddp
+from .common import allreduce, allsum, check_run_dir, labelled_ids, pick_device, seed_all, start, wrap_ddp
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -119,7 +119,7 @@ def _accuracy(model, loader, g, cfg, device, tc) -> float:
         total += len(y)
     model.train()
     c, n = allsum(tc, [correct, total])
-    return c / max(n, 1)
+    return c / n if n else None
 
 
 def run(cfg: RGCNConfig) -> dict | None:
@@ -130,6 +130,7 @@ def run(cfg: RGCNConfig) -> dict | None:
     with agreed(tc):
         if num_classes < 2:
             raise InputError(f"{cfg.part_config}: num_classes is not set in the partition configuration")
+    train_ids, val_ids, test_ids = labelled_ids(g, cfg, tc, num_classes, (train_ids, val_ids, test_ids))
     seed_all(cfg.seed)
     model = RGCN(in_dims, g.ntypes, g.canonical_etypes, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
     device = pick_device(cfg.device, ctx)
@@ -205,8 +206,10 @@ def run(cfg: RGCNConfig) -> dict | None:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(cfg.run_dir, "model.pt"))
         print(json.dumps({"kind": "final", **result}), flush=True)
         if evals:
-            print(f"validation accuracy: {result['val_acc']:.4f}", flush=True)
-            print(f"test accuracy: {result['test_acc']:.4f}", flush=True)
+            for what, key in (("validation", "val_acc"), ("test", "test_acc")):
+                v = result[key]
+                print(f"{what} accuracy: " + ("n/a (no labelled nodes in the set)" if v is None else f"{v:.4f}"),
+                      flush=True)
     ctx.finalize()
     result.update(model=model, epochs=rows)
     return result
