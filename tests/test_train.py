@@ -196,6 +196,16 @@ def test_config_rejects_unknown_keys_and_bad_values(tmp_path):
         parse_args(["--part-config", "x.json", "--cache-bytes", "-1"])
 
 
+@pytest.mark.timeout(120)
+def test_bad_settings_end_every_rank_with_one_line(mpirun, tmp_path):
+    """A bad flag gave each rank a traceback and the job an MPI_ABORT banner."""
+    for args, words in ((["--part-config", "x.json", "--epochs", "0"], "epochs must be >= 1, got 0"),
+                        (["--task", "nodes"], "--task must be 'node'")):
+        res = mpirun(2, [sys.executable, "-m", "hpcgnn", "train", *args], timeout=60)
+        assert res.returncode != 0 and words in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr and "MPI_ABORT" not in res.stderr, res.stderr
+
+
 @pytest.mark.timeout(300)
 def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
     _, cfg = small
@@ -208,6 +218,10 @@ def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
     assert res.returncode != 0 and "cannot be created or written" in res.stderr
     res = _train(mpirun, cfg, tmp_path / "r2", "--train-mask", "one_mask")
     assert res.returncode != 0 and "1 training nodes (one_mask) for 2 trainers" in res.stderr
+    out_cfg = partition_graph(small[0], str(tmp_path / "out_parts"), 2, edge_dir="out")
+    res = _train(mpirun, out_cfg, tmp_path / "r3")
+    assert res.returncode != 0 and "edge_dir='out'; training samples in-edges: repartition it with --edge-dir in" \
+        in res.stderr
 
 
 @pytest.mark.timeout(400)

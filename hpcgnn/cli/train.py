@@ -18,14 +18,15 @@ def add_arguments(p):
 
 
 def main_argv(rest: list[str]) -> int:
-    from ..errors import InputError
-
     task = "node"
     if "--task" in rest:
         i = rest.index("--task")
         if i + 1 >= len(rest) or rest[i + 1] not in ("node", "link", "rgcn"):
-            raise InputError("hpcgnn train: --task must be 'node' (node classification), 'link' (link "
-                             "prediction) or 'rgcn' (node classification on a heterogeneous graph)")
+            import sys
+
+            sys.stderr.write("hpcgnn train: error: --task must be 'node' (node classification), 'link' (link "
+                             "prediction) or 'rgcn' (node classification on a heterogeneous graph)\n")
+            return 2
         task = rest[i + 1]
         rest = rest[:i] + rest[i + 2:]
     if task == "link":

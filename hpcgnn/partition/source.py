@@ -148,7 +148,7 @@ class RawSource:
         for name in ("train_mask", "val_mask", "test_mask"):
             c = self.node_cols.get(name)
             if c is not None and (c.dtype.kind not in "bu" or c.tail):
-                raise self._err(f"dataset '/nodes/data/{name}'", f"dtype {c.dtype} shape {c.tail}, "
+                raise self._err(f"dataset '/nodes/data/{name}'", f"dtype {c.dtype} shape {(n,) + c.tail}, "
                                 "expected 1-D bool or uint8")
         c = self.node_cols.get("label")
         if c is not None and c.dtype.kind not in "iu":

@@ -47,6 +47,24 @@ def labelled_ids(g, cfg, tc, num_classes: int, sets: tuple) -> tuple:
     return tuple(out)
 
 
+def settings_or_exit(parse, argv, prog: str):
+    """``parse(argv, prog=prog)`` on every rank of the world (the same flags and
+    files everywhere); bad settings end every rank with one line each and no
+    traceback (returns None: exit status 2) instead of a job abort."""
+    import sys
+
+    from ..errors import HpcgnnError
+
+    try:
+        with agreed(MPI.COMM_WORLD):
+            return parse(argv, prog=prog)
+    except HpcgnnError as e:
+        text = str(e)                       # names the rank that found it
+        sys.stderr.write((text if text.startswith(prog) else f"{prog}: {text}") + "\n")
+        sys.stderr.flush()
+        return None
+
+
 class AllreduceTimer:
     """A DDP communication hook that times the (overlapped) gradient allreduce."""
 

@@ -60,7 +60,7 @@ from ..sampling import DistEdgeDataLoader, NeighborSampler
 from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
-from .common import check_run_dir, seed_all, start, wrap_ddp
+from .common import check_run_dir, seed_all, settings_or_exit, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -354,7 +354,10 @@ def run(cfg: LinkConfig) -> dict | None:
 
 
 def main(argv=None, prog: str = "link_prediction.py") -> int:
-    run(parse_args(argv, prog=prog))
+    cfg = settings_or_exit(parse_args, argv, prog)
+    if cfg is None:
+        return 2
+    run(cfg)
     return 0
 
 

@@ -34,7 +34,7 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import check_run_dir, labelled_ids, pick_device, seed_all, start, wrap_ddp
+from .common import check_run_dir, labelled_ids, pick_device, seed_all, settings_or_exit, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
@@ -65,6 +65,9 @@ def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
         if len(label.shape) != 1 or not _is_integer(label.dtype):
             raise InputError(f"{cfg.part_config}: node feature {cfg.label!r} (setting label) has shape "
                              f"{tuple(label.shape)} and dtype {label.dtype}; it must be one integer class per node")
+        if g.edge_dir != "in":
+            raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} was partitioned with edge_dir="
+                             f"{g.edge_dir!r}; training samples in-edges: repartition it with --edge-dir in")
         if tc.Get_rank() == 0:
             check_run_dir(cfg.run_dir)
     book = g.get_partition_book()
@@ -266,7 +269,10 @@ def run(cfg: TrainConfig) -> dict | None:
 
 
 def main(argv=None, prog: str = "node_classification.py") -> int:
-    run(parse_args(argv, prog=prog))
+    cfg = settings_or_exit(parse_args, argv, prog)
+    if cfg is None:
+        return 2
+    run(cfg)
     return 0
 
 

@@ -30,7 +30,8 @@ from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import allreduce, allsum, check_run_dir, labelled_ids, pick_device, seed_all, start, wrap_ddp
+from .common import (allreduce, allsum, check_run_dir, labelled_ids, pick_device, seed_all, settings_or_exit,
+                     start, wrap_ddp)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -82,6 +83,9 @@ def _setup(cfg: RGCNConfig, g, tc):
         if seed_type not in g.ntypes:
             raise InputError(f"{cfg.part_config}: seed_type {seed_type!r} is not a node type of "
                              f"{g.graph_name!r} ({g.ntypes})")
+        if g.edge_dir != "in":
+            raise InputError(f"{cfg.part_config}: graph {g.graph_name!r} was partitioned with edge_dir="
+                             f"{g.edge_dir!r}; training samples in-edges: repartition it with --edge-dir in")
         if tc.Get_rank() == 0:
             check_run_dir(cfg.run_dir)
     book = g.get_partition_book()
@@ -216,7 +220,10 @@ def run(cfg: RGCNConfig) -> dict | None:
 
 
 def main(argv=None, prog: str = "rgcn.py") -> int:
-    run(parse_args(argv, prog=prog))
+    cfg = settings_or_exit(parse_args, argv, prog)
+    if cfg is None:
+        return 2
+    run(cfg)
     return 0
 
 
