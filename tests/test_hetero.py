@@ -93,6 +93,8 @@ def test_per_type_split_and_book_calls(typed):
             got = np.concatenate(shares)
             assert np.array_equal(np.sort(got), want) and len(got) == len(want)
             assert all(np.all(s < npaper) for s in shares)
+    with pytest.raises(InputError, match="the mask has .* rows; with ntype/etype='author' it needs one per 'author'"):
+        node_split(per_mask, book, "author", 0, num_trainers=1)
     # a mask over all nodes still gives homogeneous ids
     assert np.array_equal(node_split(homo_mask, book, "paper", 0, num_trainers=1).numpy(), np.flatnonzero(homo_mask))
     # edges: a per-type mask of one edge type, the type as a canonical triple

@@ -171,6 +171,10 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
         ids = res.numpy() if hasattr(res, "numpy") else np.asarray(res)
         to_per = book.map_to_per_ntype if kind == "node" else book.map_to_per_etype
         return _result(to_per(ids)[1] if len(ids) else ids)
+    if tname is not None and not book.is_homogeneous and not isinstance(mask, _Fn) \
+            and _length(mask) not in (n, None):
+        raise InputError(f"{what}: the mask has {_length(mask)} rows; with ntype/etype={tname!r} it needs "
+                         f"one per {tname!r} ({nt}) or one per {kind} of the graph ({n})")
     read = mask.read if isinstance(mask, _Fn) else _reader(mask, n, f"{what}: the mask")
     bounds = policy.boundaries
     P = len(bounds) - 1
