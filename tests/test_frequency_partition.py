@@ -82,3 +82,5 @@ def test_bad_frequency_settings(tmp_path, parts):
     with pytest.raises(InputError, match="nodes/data/label.*outside a mask's values"):
         partition_graph(raw, str(tmp_path / "d"), 2, refine="frequency", seeds="label")
     assert not os.path.exists(tmp_path / "d" / "g.json")
+    with pytest.raises(InputError, match="nodes/data/feat.*dtype float32 shape .*a mask is one bool or 0/1"):
+        partition_graph(raw, str(tmp_path / "e"), 2, refine="frequency", seeds="feat")

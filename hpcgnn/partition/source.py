@@ -225,6 +225,9 @@ class RawSource:
         if name in FEAT_NAMES_FINITE and a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
             bad = int(np.flatnonzero(~np.isfinite(a.reshape(len(a), -1)).all(axis=1))[0])
             raise self._err(f"dataset '/{col.path}'", f"row {lo + bad} holds NaN or inf")
+        if mask and (a.ndim != 1 or a.dtype.kind not in "biu"):
+            raise self._err(f"dataset '/{col.path}'", f"dtype {a.dtype} shape {(self.num_nodes,) + a.shape[1:]}; "
+                            "a mask is one bool or 0/1 integer per node")
         ranges = []
         if name == "label":
             ranges.append((-1, self.num_classes if self.num_classes is not None else None,
