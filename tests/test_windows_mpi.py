@@ -85,6 +85,8 @@ def test_as_ids_rejects_bad_input():
         rs.as_ids(np.array([1.0]), 10, where)
     with pytest.raises(InputError, match="1-D"):
         rs.as_ids(np.zeros((2, 2), dtype=np.int64), 10, where)
+    with pytest.raises(InputError, match="id 9223372036854775813 is out of range"):   # not a wrapped -9.2e18
+        rs.as_ids(np.array([2**63 + 5], dtype=np.uint64), 10, where)
     assert rs.as_ids([], 10, where).dtype == np.int64
 
 

@@ -33,6 +33,8 @@ def as_ids(ids, nrows: int, where: str) -> np.ndarray:
         raise InputError(f"{where}: ids must be 1-D, got shape {arr.shape}")
     if arr.dtype.kind not in "iu":
         raise InputError(f"{where}: ids must be integers, got dtype {arr.dtype}")
+    if arr.dtype == np.uint64 and int(arr.max()) >= nrows:     # before int64 wraps it to a negative id
+        raise InputError(f"{where}: id {int(arr.max())} is out of range [0, {nrows})")
     arr = arr.astype(np.int64, copy=False)
     lo, hi = int(arr.min()), int(arr.max())
     if lo < 0 or hi >= nrows:
