@@ -176,6 +176,32 @@ def test_a_damaged_csr_is_named(shared_dir):
             DistGraph(f"c_{name}", part_config=p)
 
 
+
+@pytest.mark.mpi
+@pytest.mark.timeout(90)
+def test_info_summarizes_and_names_a_file_of_another_graph(shared_dir):
+    from hpcgnn.cli.info import _table, summarize
+
+    path, _ = _graph(shared_dir, name="i")
+    cfg = partition_graph(path, os.path.join(shared_dir, "out"), 2, comm=comm)
+    other = partition_graph(path, os.path.join(shared_dir, "out3"), 3, comm=comm)
+    if comm.Get_rank() != 0:
+        return
+    s = summarize(cfg)
+    assert s["num_nodes"] == 400 and s["num_parts"] == 2
+    assert sum(r["inner_nodes"] for r in s["parts"]) == 400 and "edge cut" in _table(s)
+    with open(cfg) as f:
+        conf = json.load(f)
+    with open(other) as f:
+        other_h5 = os.path.join(os.path.dirname(other), json.load(f)["h5_file"])
+    conf["h5_file"] = os.path.relpath(other_h5, os.path.dirname(cfg))
+    wrong = os.path.join(os.path.dirname(cfg), "wrong.json")
+    with open(wrong, "w") as f:
+        json.dump(conf, f)
+    with pytest.raises(InputError, match="/part0 holds .* the JSON's node_map/edge_map say .*another graph's"):
+        summarize(wrong)
+
+
 def test_a_config_that_is_not_a_json_object_is_named(tmp_path):
     from hpcgnn.partition.config import read_config
 

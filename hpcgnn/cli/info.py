@@ -19,12 +19,34 @@ def add_arguments(p):
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
+def _check_file(config_path: str, cfg: dict, h5: str) -> None:
+    """The HDF5 file holds the partitions the JSON describes (each one's CSR rows and
+    edges): a JSON pointing at another graph's file is named, not summarized."""
+    import h5py
+
+    T = max(1, len(cfg["edge_map"]))
+    try:
+        f = h5py.File(h5, "r")
+    except OSError as e:
+        raise InputError(f"{config_path}: cannot read {h5} ({e})") from None
+    with f:
+        for p in range(int(cfg["num_parts"])):
+            n = sum(r[p][1] - r[p][0] for r in cfg["node_map"].values())
+            e = sum(r[p][1] - r[p][0] for r in cfg["edge_map"].values())
+            d = f.get(f"part{p}/csr/indptr")
+            if d is None or d.shape != (n * T + 1,) or int(d[-1]) != e:
+                got = "no CSR" if d is None else f"{d.shape[0] - 1} CSR rows and {int(d[-1])} edges"
+                raise InputError(f"{config_path}: {h5} /part{p} holds {got}; the JSON's node_map/edge_map "
+                                 f"say {n * T} and {e} (is the JSON's h5_file another graph's?)")
+
+
 def summarize(config_path: str) -> dict:
     """Independent: the numbers ``hpcgnn info`` shows, as a dict."""
     cfg, base = read_config(config_path)
     h5 = os.path.join(base, cfg["h5_file"])
     if not os.path.isfile(h5):
         raise InputError(f"{config_path}: key 'h5_file' names {h5}, which does not exist")
+    _check_file(config_path, cfg, h5)
     parts = cfg["parts"]
     names = list(parts[0].get("weights", {}).keys()) if parts else []
     rows = []
