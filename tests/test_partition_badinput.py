@@ -50,6 +50,12 @@ def _spoil(path, how):
             f["nodes/data/test_mask"][...] = a
         elif how == "fractional_num_nodes":
             f.attrs["num_nodes"] = 400.5
+        elif how == "ntypes_without_types":
+            f["nodes/data/feat"].attrs["ntypes"] = json.dumps(["user"])
+        elif how == "mask_float":
+            a = f["nodes/data/val_mask"][()]
+            del f["nodes/data/val_mask"]
+            f["nodes/data/val_mask"] = a.astype(np.float32)
         elif how == "feat_1d":
             a = f["nodes/data/feat"][()]
             del f["nodes/data/feat"]
@@ -67,6 +73,8 @@ CASES = {  # how -> words the error must contain
     "mask_value_two": ["/nodes/data/test_mask", "value 2 at row 7"],
     "fractional_num_nodes": ["num_nodes", "400.5", "integer"],
     "feat_1d": ["/nodes/data/feat", "2-D"],
+    "ntypes_without_types": ["/nodes/data/feat' ntypes", "no root attribute 'ntypes'"],
+    "mask_float": ["/nodes/data/val_mask", "shape (400,)", "1-D bool or uint8"],
 }
 
 

@@ -183,7 +183,10 @@ class RawSource:
                 v = json.loads(v.decode() if isinstance(v, bytes) else v)
             except ValueError as err:
                 raise self._err(f"attribute '/{c.path}' ntypes", f"not JSON ({err})") from err
-            if not isinstance(v, list) or not self.ntypes or any(t not in self.ntypes for t in v):
+            if not self.ntypes:
+                raise self._err(f"attribute '/{c.path}' ntypes", f"{v!r} names node types, but the file has no "
+                                "root attribute 'ntypes' (with /nodes/type) that declares them")
+            if not isinstance(v, list) or any(t not in self.ntypes for t in v):
                 raise self._err(f"attribute '/{c.path}' ntypes", f"{v!r} must list node types of {self.ntypes}")
             self.col_ntypes[name] = [str(t) for t in v]
 
