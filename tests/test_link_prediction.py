@@ -122,14 +122,34 @@ def test_bad_options_name_the_closest_one(tmp_path):
     assert "unknown option '--eval-negative' (did you mean '--eval-negatives'?)" in res.stderr, res.stderr
 
 
+class _Edges:
+    """What HeldOut.masks reads of a graph."""
+
+    def __init__(self, src, dst):
+        self.src, self.dst = src, dst
+
+    def num_edges(self):
+        return len(self.src)
+
+    def find_edges(self, ids):
+        return self.src[ids], self.dst[ids]
+
+
 def test_held_out_edges_and_eval_negatives_are_pure_functions_of_the_id():
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, 5000, 100_000), rng.integers(0, 5000, 100_000)
+    src[-300:], dst[-300:] = src[:300], dst[:300]            # parallel copies
+    src[-600:-300], dst[-600:-300] = dst[300:600], src[300:600]   # reverses
+    g = _Edges(src, dst)
     h = HeldOut(0.05, 0.1, 0)
-    m = h.masks(100_000, chunk=7_777)
+    m = h.masks(g, chunk=7_777)
     assert not (m["train"] & m["val"]).any() and not (m["train"] & m["test"]).any()
     assert (m["train"] | m["val"] | m["test"]).all()
     assert abs(m["val"].mean() - 0.05) < 0.005 and abs(m["test"].mean() - 0.1) < 0.005
-    assert np.array_equal(h.held(np.arange(100_000)), ~m["train"])
-    assert not np.array_equal(HeldOut(0.05, 0.1, 1).masks(1000)["test"], h.masks(1000)["test"])
+    assert np.array_equal(h.held(src, dst), ~m["train"])
+    for k in ("train", "val", "test"):          # a copy or a reverse of an edge is in its set
+        assert np.array_equal(m[k][-300:], m[k][:300]) and np.array_equal(m[k][-600:-300], m[k][300:600])
+    assert not np.array_equal(HeldOut(0.05, 0.1, 1).masks(g)["test"], m["test"])
     e = np.array([5, 17, 123456])
     n1, n2 = eval_negatives(e, 50, 3000, 0), eval_negatives(e[::-1], 50, 3000, 0)[::-1]
     assert np.array_equal(n1, n2) and n1.shape == (3, 50) and n1.min() >= 0 and n1.max() < 3000

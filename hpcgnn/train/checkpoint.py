@@ -119,7 +119,8 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
                     got = f.attrs.get("meta:" + k)
                     same = np.array_equal(np.asarray(got), np.asarray(v)) if got is not None else False
                     if not same:
-                        raise InputError(f"{path}: checkpoint field {k!r} is {got!r}, this run has {v!r} "
+                        shown = got.item() if isinstance(got, np.generic) else got      # 2, not np.int64(2)
+                        raise InputError(f"{path}: checkpoint field {k!r} is {shown!r}, this run has {v!r} "
                                          "(a checkpoint of another model or graph; use a new run_dir)")
                 if f"trainers/{rank}" not in f or len(f["trainers"]) != size:
                     raise InputError(f"{path}: written by {len(f['trainers'])} trainers, this run has {size}")

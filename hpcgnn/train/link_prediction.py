@@ -3,15 +3,16 @@
 Run on every rank (``mpirun -n R python examples/link_prediction.py ...``); servers
 and samplers serve inside :func:`hpcgnn.initialize`, trainers train:
 
-1. **Held-out edges.**  An edge id ``e`` is held out when ``u(e) < val_frac +
-   test_frac``, where ``u(e)`` in ``[0, 1)`` is a hash of ``(e, split_seed)``: the
-   same set on every rank and for any trainer count, with no array to broadcast.
-   ``u < val_frac`` are validation edges, the next ``test_frac`` test edges, the
-   rest training edges.  Each trainer gets its share of each set with
+1. **Held-out edges.**  An edge ``(a, b)`` is held out when ``u(a, b) < val_frac +
+   test_frac``, where ``u`` in ``[0, 1)`` is a hash of the unordered node pair and
+   ``split_seed``: the same set on every rank and for any trainer count, with no
+   array to broadcast, and every parallel copy and the reverse of an edge in the
+   same set.  ``u < val_frac`` are validation edges, the next ``test_frac`` test
+   edges, the rest training edges.  Each trainer gets its share of each set with
    ``edge_split``.  The held-out edges stay in the partitioned graph's structure;
    they are removed from every sampled neighbourhood (training and evaluation) by
-   dropping the sampled edges whose id hashes into the held-out range, so the model
-   never reads an edge it is evaluated on.
+   dropping the sampled edges whose pair hashes into the held-out range, so the
+   model never reads an edge it is evaluated on, nor a copy of it.
 2. **Training.**  ``DistEdgeDataLoader`` over the training edges with
    ``negative_sampler=Uniform(num_negs)`` and ``exclude='self'``.  Node input =
    ``concat(features, a learnable DistEmbedding row)``; the embedding is trained
@@ -85,24 +86,37 @@ def _unit(x, salt: int) -> np.ndarray:
     return (_mix(x, salt) >> np.uint64(11)).astype(np.float64) / float(2**53)
 
 
+def _pair_unit(src, dst, salt: int) -> np.ndarray:
+    """A uniform ``[0, 1)`` float per node pair, the same for ``(u, v)``, ``(v, u)``
+    and every parallel copy of the edge."""
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    lo, hi = np.minimum(src, dst).astype(np.uint64), np.maximum(src, dst).astype(np.uint64)
+    return (_mix(_mix(lo, salt) ^ hi, salt) >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
 class HeldOut:
-    """Which edge ids are validation/test edges (a hash of the id: no array)."""
+    """Which edges are validation/test edges: a hash of the edge's node pair (no
+    array), so that a parallel copy or the reverse of a held-out edge is held out
+    with it (split by edge id, a duplicate of a test edge was a training edge)."""
 
     def __init__(self, val_frac: float, test_frac: float, seed: int):
         self.val_frac, self.test_frac, self.seed = float(val_frac), float(test_frac), int(seed)
 
-    def u(self, eids) -> np.ndarray:
-        return _unit(np.asarray(eids, dtype=np.int64), self.seed)
+    def u(self, src, dst) -> np.ndarray:
+        return _pair_unit(src, dst, self.seed)
 
-    def held(self, eids) -> np.ndarray:
-        return self.u(eids) < self.val_frac + self.test_frac
+    def held(self, src, dst) -> np.ndarray:
+        return self.u(src, dst) < self.val_frac + self.test_frac
 
-    def masks(self, num_edges: int, chunk: int = 1 << 22) -> dict[str, np.ndarray]:
-        """Boolean masks over all edge ids: ``train``, ``val``, ``test``."""
+    def masks(self, g, chunk: int = 1 << 22) -> dict[str, np.ndarray]:
+        """Boolean masks over all edge ids of ``g``: ``train``, ``val``, ``test``
+        (reads every edge's endpoints, a chunk at a time)."""
+        num_edges = g.num_edges()
         out = {k: np.empty(num_edges, dtype=bool) for k in ("train", "val", "test")}
         for a in range(0, num_edges, chunk):
             b = min(num_edges, a + chunk)
-            u = self.u(np.arange(a, b, dtype=np.int64))
+            src, dst = (np.asarray(t) for t in g.find_edges(np.arange(a, b, dtype=np.int64)))
+            u = self.u(src, dst)
             out["val"][a:b] = u < self.val_frac
             out["test"][a:b] = (u >= self.val_frac) & (u < self.val_frac + self.test_frac)
             out["train"][a:b] = u >= self.val_frac + self.test_frac
@@ -111,10 +125,11 @@ class HeldOut:
     def drop_from(self, b) -> None:
         """Remove the held-out edges from a sampled mini-batch."""
         if b.num_edges:
-            e = b.e_id.numpy()
-            held = self.held(e)
+            n_id = b.n_id.numpy()
+            ei = b.edge_index.numpy()
+            held = self.held(n_id[ei[0]], n_id[ei[1]])
             if held.any():
-                b.drop_edges(e[held])
+                b.drop_edges(b.e_id.numpy()[held])
 
 
 def eval_negatives(eids: np.ndarray, k: int, num_nodes: int, seed: int) -> np.ndarray:
@@ -202,7 +217,7 @@ def _check_inputs(cfg: LinkConfig, g, tc) -> dict[str, np.ndarray]:
         if tc.Get_rank() == 0:
             check_run_dir(cfg.run_dir)
     held = HeldOut(cfg.val_frac, cfg.test_frac, cfg.split_seed)
-    masks = held.masks(g.num_edges())
+    masks = held.masks(g)
     book = g.get_partition_book()
     shares = {}
     with agreed(tc):
@@ -270,7 +285,7 @@ def run(cfg: LinkConfig) -> dict | None:
             "model": json.dumps({"dims": model.dims, "kind": "SAGE-link", "scorer": cfg.scorer,
                                  "emb_dim": cfg.emb_dim}),
             "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
-            "num_negs": cfg.num_negs, "held_out": json.dumps([cfg.val_frac, cfg.test_frac, cfg.split_seed]),
+            "num_negs": cfg.num_negs, "held_out": json.dumps(["node pairs", cfg.val_frac, cfg.test_frac, cfg.split_seed]),
             "trainers": tc.Get_size()}
     tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
 
