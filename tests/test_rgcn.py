@@ -121,6 +121,12 @@ def test_rgcn_resume_gives_the_same_model(mpirun, mag, tmp_path):
         # every epoch once, no step twice (stopped on an epoch's last step, the run still
         # closes that epoch)
         assert got == ([(0, 6), (1, 4), (2, 6)] if cut_at == 8 else [(0, 6), (1, 6), (2, 6)]), got
+    # a checkpoint of another partitioning of the graph is refused (its node ids differ)
+    raw, _ = mag
+    other = partition_graph(raw, str(tmp_path / "parts_random"), 2, part_method="random")
+    r = mpirun(4, [sys.executable, SCRIPT, "--part-config", other, "--run-dir", str(tmp_path / "b"), *common,
+                   "--resume"], timeout=300)
+    assert r.returncode != 0 and "checkpoint field 'partitions'" in r.stderr, r.stdout + r.stderr
 
 
 @pytest.mark.timeout(300)

@@ -144,12 +144,36 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     other = _train(mpirun, cfg, tmp_path / "b", *common[:-4], "--hidden", "32", "--fanouts", "4,3", "--resume")
     assert other.returncode != 0
     assert "checkpoint field 'model'" in other.stderr and "step-" in other.stderr
-    # a damaged newest checkpoint is named
+    # a damaged newest checkpoint (a job killed while writing) is skipped, and said so;
+    # a new learning rate applies, and is said
     bad = tmp_path / "b" / "checkpoints" / "step-99999.h5"
     bad.write_bytes(b"not hdf5" * 100)
-    broken = _train(mpirun, cfg, tmp_path / "b", *common, "--resume")
-    assert broken.returncode != 0
-    assert f"{bad}: not a readable checkpoint" in broken.stderr
+    back = _train(mpirun, cfg, tmp_path / "b", *common, "--resume", "--max-steps", "25", "--lr", "0.1")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert f"skipping {bad}: not a readable checkpoint" in back.stdout
+    assert "resumed from" in back.stdout and "step-25.h5 at step 25" in back.stdout
+    assert "learning rate 0.003 (checkpoint) -> 0.1 (this run)" in back.stdout
+    # a fresh run in a run_dir with checkpoints is refused (its own would be pruned)
+    fresh = _train(mpirun, cfg, tmp_path / "b", *common)
+    assert fresh.returncode != 0 and "holds checkpoints of an earlier run" in fresh.stderr, fresh.stderr
+
+
+def test_a_run_dir_in_use_is_refused(tmp_path):
+    """Two jobs writing one run_dir interleaved their logs and pruned each other's
+    checkpoints; the second now stops.  The lock goes with the process."""
+    from hpcgnn.train.common import check_run_dir
+
+    code = ("import sys; from hpcgnn.train.common import check_run_dir; check_run_dir(sys.argv[1]); "
+            "print('locked', flush=True); sys.stdin.read()")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r")], env=clean_mpi_env(), cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(InputError, match="is in use by another job \\(pid .* on "):
+            check_run_dir(str(tmp_path / "r"))
+    finally:
+        holder.communicate("", timeout=60)
+    check_run_dir(str(tmp_path / "r"))          # free again once that process has ended
 
 
 @pytest.mark.timeout(300)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import glob
 import io
 import os
+import pickle
 import re
 
 import numpy as np
@@ -35,6 +36,11 @@ from ..errors import InputError
 
 FORMAT, VERSION = "hpcgnn-checkpoint", 1
 _NAME = re.compile(r"step-(\d+)\.h5$")
+
+
+class UnreadableCheckpoint(InputError):
+    """A checkpoint file that cannot be read (truncated, empty, not HDF5): a resume
+    falls back to the one before."""
 
 
 def _bytes(obj) -> np.ndarray:
@@ -85,11 +91,28 @@ def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: d
                     ds[lo:hi] = np.asarray(t[np.arange(lo, hi)])
         tcomm.Barrier()
         if rank == 0:
+            _fsync(tmp)                 # on disk before its name says complete
             os.replace(tmp, final)
+            _fsync(folder)
             for old in complete(run_dir)[:-keep] if keep > 0 else []:
                 os.remove(old)
+            for stale in glob.glob(os.path.join(folder, "step-*.h5.tmp")):   # of saves a crash cut short
+                os.remove(stale)
         tcomm.Barrier()
     return final
+
+
+def _fsync(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:              # some file systems do not sync directories
+        pass
+    finally:
+        os.close(fd)
 
 
 def complete(run_dir: str) -> list[str]:
@@ -109,31 +132,34 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
             try:
                 f = open_h5(path, "r", None)
             except OSError as e:
-                raise InputError(f"{path}: not a readable checkpoint ({e}); move it away to resume from "
-                                 "the one before") from None
+                raise UnreadableCheckpoint(f"{path}: not a readable checkpoint ({e})") from None
             with f:
                 if f.attrs.get("format") != FORMAT:
-                    raise InputError(f"{path}: not an hpcgnn checkpoint (attribute 'format' is "
-                                     f"{f.attrs.get('format')!r})")
+                    raise UnreadableCheckpoint(f"{path}: not an hpcgnn checkpoint (attribute 'format' is "
+                                               f"{f.attrs.get('format')!r})")
                 for k, v in meta.items():
                     got = f.attrs.get("meta:" + k)
                     same = np.array_equal(np.asarray(got), np.asarray(v)) if got is not None else False
                     if not same:
                         shown = got.item() if isinstance(got, np.generic) else got      # 2, not np.int64(2)
                         raise InputError(f"{path}: checkpoint field {k!r} is {shown!r}, this run has {v!r} "
-                                         "(a checkpoint of another model or graph; use a new run_dir)")
+                                         "(a checkpoint of another model, settings or graph: resume with the "
+                                         "settings that wrote it, or start in a new run_dir)")
                 if f"trainers/{rank}" not in f or len(f["trainers"]) != size:
                     raise InputError(f"{path}: written by {len(f['trainers'])} trainers, this run has {size}")
                 for name, t in tensors.items():
                     if f"tensors/{name}" not in f or f[f"tensors/{name}"].shape != tuple(t.shape):
                         raise InputError(f"{path}: no tensor {name!r} of shape {tuple(t.shape)}")
-                step = int(f.attrs["step"])
-                replicated = _obj(f["replicated"][:])
-                own = _obj(f[f"trainers/{rank}"][:])
-                for name, t in tensors.items():
-                    lo, hi = _slice(t.shape[0], rank, size)
-                    if hi > lo:
-                        t[np.arange(lo, hi)] = f[f"tensors/{name}"][lo:hi]
+                try:
+                    step = int(f.attrs["step"])
+                    replicated = _obj(f["replicated"][:])
+                    own = _obj(f[f"trainers/{rank}"][:])
+                    for name, t in tensors.items():
+                        lo, hi = _slice(t.shape[0], rank, size)
+                        if hi > lo:
+                            t[np.arange(lo, hi)] = f[f"tensors/{name}"][lo:hi]
+                except (OSError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
+                    raise UnreadableCheckpoint(f"{path}: damaged checkpoint ({type(e).__name__}: {e})") from None
         for t in tensors.values():
             t.barrier()
     return step, replicated, own

@@ -194,17 +194,40 @@ def wrap_ddp(ctx, model, device=None, find_unused_parameters: bool = False):
     return ddp, timer, backend
 
 
-def newest_checkpoint(tc, run_dir: str):
-    """Collective over the trainers: the newest complete checkpoint path, or None."""
+def partitions_digest(g) -> str:
+    """A short digest of the partitioned graph (its datasets' checksums, else its
+    node and edge maps): a checkpoint's node-indexed state (embedding rows, loader
+    positions) belongs to one partitioning of one graph."""
+    import hashlib
+    import json
+
+    pc = g.get_partition_config()
+    what = pc.get("checksums") or {"node_map": pc.get("node_map"), "edge_map": pc.get("edge_map")}
+    return hashlib.sha1(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def all_checkpoints(tc, run_dir: str) -> list[str]:
+    """Collective over the trainers: the complete checkpoint paths, oldest first."""
     from . import checkpoint
 
     found = checkpoint.complete(run_dir) if tc.Get_rank() == 0 else None
-    found = tc.bcast(found, root=0)
+    return tc.bcast(found, root=0)
+
+
+def newest_checkpoint(tc, run_dir: str):
+    """Collective over the trainers: the newest complete checkpoint path, or None."""
+    found = all_checkpoints(tc, run_dir)
     return found[-1] if found else None
 
 
+#: run directories this process holds locked: realpath -> open lock file
+_LOCKS: dict = {}
+
+
 def check_run_dir(run_dir: str) -> None:
-    """Create ``run_dir`` and check that it takes a file (InputError otherwise)."""
+    """Create ``run_dir``, check that it takes a file, and lock it for this job
+    (InputError otherwise): a second job writing the same run_dir at the same time
+    would interleave logs and prune the other's checkpoints."""
     import os
 
     from ..errors import InputError
@@ -217,3 +240,52 @@ def check_run_dir(run_dir: str) -> None:
         os.remove(probe)
     except OSError as e:
         raise InputError(f"run_dir {run_dir!r} cannot be created or written ({e.strerror})") from None
+    _lock_run_dir(run_dir)
+
+
+def _lock_run_dir(run_dir: str) -> None:
+    """An advisory ``flock`` on ``run_dir/.lock``, held until this process ends
+    (released by the kernel even when it is killed, so a requeued job never finds a
+    stale lock).  File systems without locks are let through."""
+    import errno
+    import fcntl
+    import os
+    import socket
+
+    from ..errors import InputError
+
+    key = os.path.realpath(run_dir)
+    if key in _LOCKS:
+        return
+    path = os.path.join(run_dir, ".lock")
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise InputError(f"run_dir {run_dir!r} is in use by another job ({holder}); give this run another "
+                         "run_dir, or wait for that one to end") from None
+    except OSError as e:
+        fh.close()
+        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return
+        raise
+    fh.seek(0)
+    fh.truncate()
+    job = os.environ.get("SLURM_JOB_ID")
+    fh.write(f"pid {os.getpid()} on {socket.gethostname()}" + (f", SLURM job {job}" if job else "") + "\n")
+    fh.flush()
+    _LOCKS[key] = fh
+    from ..launch import current_context
+
+    ctx = current_context()
+    if ctx is not None:         # released when the run's launch ends (a later run in this process may lock it)
+        ctx.on_finalize(lambda: _unlock(key))
+
+
+def _unlock(key: str) -> None:
+    fh = _LOCKS.pop(key, None)
+    if fh is not None:
+        fh.close()

@@ -61,7 +61,7 @@ from ..sampling import DistEdgeDataLoader, NeighborSampler
 from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
-from .common import check_run_dir, seed_all, settings_or_exit, start, wrap_ddp
+from .common import check_run_dir, partitions_digest, seed_all, settings_or_exit, start, wrap_ddp
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -282,6 +282,7 @@ def run(cfg: LinkConfig) -> dict | None:
                                       negative_sampler=Uniform(cfg.num_negs), exclude="self", seed=cfg.seed,
                                       prefetch=cfg.prefetch, feat=cfg.feat)
     meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+            "partitions": partitions_digest(g),
             "model": json.dumps({"dims": model.dims, "kind": "SAGE-link", "scorer": cfg.scorer,
                                  "emb_dim": cfg.emb_dim}),
             "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
@@ -290,8 +291,12 @@ def run(cfg: LinkConfig) -> dict | None:
     tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
 
     ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader, tensors=tensors)
-    step, start_epoch, resumed_from = ckpt.resume() if cfg.resume else (0, 0, None)
-    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
+    def say(text):
+        if me == 0:
+            print(f"hpcgnn train: {text}", flush=True)
+
+    step, start_epoch, resumed_from = ckpt.start(cfg.resume, lr=cfg.lr, say=say)
+    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None, keep_before=start_epoch)
     n_sets = _allsum(tc, [len(shares[k]) for k in ("train", "val", "test")])
     if me == 0:
         print(f"hpcgnn link prediction: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout "

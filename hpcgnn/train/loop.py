@@ -5,13 +5,16 @@ SIGUSR1/SIGTERM (agreed by every trainer at a step boundary), ``max_steps`` and
 is the script's ``step_fn``."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
 
 from ..comm import signals
+from ..comm.agree import agreed
+from ..errors import InputError
 from . import checkpoint
-from .common import newest_checkpoint, rng_state, set_rng_state
+from .common import all_checkpoints, newest_checkpoint, rng_state, set_rng_state
 
 
 class Checkpoints:
@@ -33,15 +36,45 @@ class Checkpoints:
                         {"rng": rng_state(), "loader": self.loader.state_dict(),
                          "epoch_totals": epoch_totals}, tensors=self.tensors)
 
-    def resume(self) -> tuple[int, int, str | None]:
-        """Collective: restore the newest complete checkpoint, if any.  Returns
-        (step, epoch to start from, its path or None)."""
+    def start(self, resume: bool, lr: float | None = None, say=None) -> tuple[int, int, str | None]:
+        """Collective: ``resume`` restores the newest readable checkpoint (see
+        :meth:`resume`); a fresh run refuses a run_dir that holds checkpoints (its
+        own would be pruned in favour of theirs, and a later ``--resume`` would
+        continue the earlier run)."""
+        if resume:
+            return self.resume(lr, say)
         found = newest_checkpoint(self.tc, self.run_dir)
-        if not found:
+        with agreed(self.tc):
+            if found:
+                raise InputError(f"run_dir {self.run_dir!r} holds checkpoints of an earlier run (newest "
+                                 f"{os.path.basename(found)}): continue it with --resume, or start this run "
+                                 "in another run_dir (or remove its checkpoints/)")
+        return 0, 0, None
+
+    def resume(self, lr: float | None = None, say=None) -> tuple[int, int, str | None]:
+        """Collective: restore the newest complete checkpoint that can be read (a
+        damaged newer one is skipped, and ``say`` told so), if any.  ``lr``: this
+        run's learning rate replaces the one saved with the optimizer.  Returns
+        (step, epoch to start from, its path or None)."""
+        say = say or (lambda text: None)
+        for found in reversed(all_checkpoints(self.tc, self.run_dir)):
+            try:
+                step, rep, own = checkpoint.load(self.tc, found, self.meta, tensors=self.tensors)
+            except checkpoint.UnreadableCheckpoint as e:
+                say(f"skipping {found}: {str(e).split(': ', 1)[-1]}")
+                continue
+            break
+        else:
+            say(f"no readable checkpoint in {os.path.join(self.run_dir, 'checkpoints')}: starting fresh")
             return 0, 0, None
-        step, rep, own = checkpoint.load(self.tc, found, self.meta, tensors=self.tensors)
         self.model.load_state_dict(rep["model"])
         self.opt.load_state_dict(rep["optimizer"])
+        if lr is not None:
+            saved = {g["lr"] for g in self.opt.param_groups}
+            if saved != {lr}:
+                say(f"learning rate {', '.join(str(v) for v in sorted(saved))} (checkpoint) -> {lr} (this run)")
+            for g in self.opt.param_groups:
+                g["lr"] = lr
         set_rng_state(own["rng"])
         self.loader.load_state_dict(own["loader"])
         if self.loader.position[1] > 0:      # resumed inside an epoch: its totals so far

@@ -34,7 +34,8 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import check_run_dir, labelled_ids, pick_device, seed_all, settings_or_exit, start, wrap_ddp
+from .common import (check_run_dir, labelled_ids, partitions_digest, pick_device, seed_all, settings_or_exit,
+                     start, wrap_ddp)
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
@@ -180,12 +181,17 @@ def run(cfg: TrainConfig) -> dict | None:
                                     labels="seeds", feature_rows=rows) \
         if every_trainer_has_val else None      # else validation comes from the final inference only
     meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+            "partitions": partitions_digest(g),
             "model": json.dumps({"dims": model.dims, "kind": "SAGE"}), "fanouts": json.dumps(cfg.fanouts),
             "batch_size": cfg.batch_size, "seed": cfg.seed, "trainers": tc.Get_size()}
 
     ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader)
-    step, start_epoch, resumed_from = ckpt.resume() if cfg.resume else (0, 0, None)
-    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None)
+    def say(text):
+        if me == 0:
+            print(f"hpcgnn train: {text}", flush=True)
+
+    step, start_epoch, resumed_from = ckpt.start(cfg.resume, lr=cfg.lr, say=say)
+    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None, keep_before=start_epoch)
     if me == 0:
         print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "
               f"loader mode {train_loader.mode}, features {train_loader.task.feature_rows}, "

@@ -30,8 +30,8 @@ from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (allreduce, allsum, check_run_dir, labelled_ids, pick_device, seed_all, settings_or_exit,
-                     start, wrap_ddp)
+from .common import (allreduce, allsum, check_run_dir, labelled_ids, partitions_digest, pick_device,
+                     seed_all, settings_or_exit, start, wrap_ddp)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -151,12 +151,17 @@ def run(cfg: RGCNConfig) -> dict | None:
     evals = {k: DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=cfg.seed + 1 + i, prefetch=cfg.prefetch,
                                    feat=feat, label=cfg.label, device=on_gpu)
              for i, (k, ids) in enumerate((("val_acc", val_ids), ("test_acc", test_ids)))} if everyone else {}
-    meta = {"graph_name": g.graph_name, "model": json.dumps({"dims": model.dims, "kind": "RGCN"}),
+    meta = {"graph_name": g.graph_name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+            "partitions": partitions_digest(g), "model": json.dumps({"dims": model.dims, "kind": "RGCN"}),
             "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
             "trainers": tc.Get_size(), "seed_type": seed_type}
     ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, loader)
-    step, start_epoch, resumed = ckpt.resume() if cfg.resume else (0, 0, None)
-    log = RunLog(cfg.run_dir, me == 0, append=resumed is not None)
+    def say(text):
+        if me == 0:
+            print(f"hpcgnn train: {text}", flush=True)
+
+    step, start_epoch, resumed = ckpt.start(cfg.resume, lr=cfg.lr, say=say)
+    log = RunLog(cfg.run_dir, me == 0, append=resumed is not None, keep_before=start_epoch)
     if me == 0:
         print(f"hpcgnn rgcn: {g}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, seeds {seed_type}, "
               f"{tc.Get_size()} trainer(s), backend {backend}, loader mode {loader.mode}, "

@@ -13,14 +13,24 @@ import time
 
 
 class RunLog:
-    def __init__(self, run_dir: str, active: bool, append: bool = False, plot_every_s: float = 60.0):
+    def __init__(self, run_dir: str, active: bool, append: bool = False, plot_every_s: float = 60.0,
+                 keep_before: int | None = None):
+        """``append``: a resumed run; ``keep_before``: the epoch it resumes in, whose
+        row and later ones (logged by the interrupted run after its checkpoint) are
+        dropped, so that each epoch has one row."""
         self.run_dir, self.active = run_dir, active
         self.plot_every_s = plot_every_s
         self._plotted_at = time.monotonic()
         self._unplotted = False
         self.rows: list[dict] = []
         if active and append:
-            self.rows = [r for r in _read_jsonl(os.path.join(run_dir, "log.jsonl")) if r.get("kind") == "epoch"]
+            path = os.path.join(run_dir, "log.jsonl")
+            self.rows = [r for r in _read_jsonl(path) if r.get("kind") == "epoch"
+                         and (keep_before is None or r["epoch"] < keep_before)]
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in self.rows)
+            os.replace(tmp, path)
         elif active:
             for name in ("log.jsonl", "metrics.csv", "curve.png"):
                 path = os.path.join(run_dir, name)
