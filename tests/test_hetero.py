@@ -136,6 +136,8 @@ def test_loaders_take_per_type_ids_as_a_dict(typed):
     assert np.array_equal(np.sort(got), np.sort(book.map_to_homo_eid(per_e, c)))
     with pytest.raises(InputError, match="names 'nope', not a node type"):
         DistNodeDataLoader(g, {"nope": per}, s, batch_size=50)
+    with pytest.raises(InputError, match="the per-type ids of 'paper'.*out of range"):
+        DistNodeDataLoader(g, {"paper": np.array([g.num_nodes("paper")])}, s, batch_size=50)
 
 
 def test_per_type_policies_and_attached_data(typed):

@@ -151,8 +151,12 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     back = _train(mpirun, cfg, tmp_path / "b", *common, "--resume", "--max-steps", "25", "--lr", "0.1")
     assert back.returncode == 0, back.stdout + back.stderr
     assert f"skipping {bad}: not a readable checkpoint" in back.stdout
+    assert not bad.exists() and (bad.parent / "step-99999.h5.bad").exists()
     assert "resumed from" in back.stdout and "step-25.h5 at step 25" in back.stdout
     assert "learning rate 0.003 (checkpoint) -> 0.1 (this run)" in back.stdout
+    logged = [json.loads(ln) for ln in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
+    before = list(range(25 // rows["a"][0]["steps"]))        # the epochs complete at step 25
+    assert [r["epoch"] for r in logged if r["kind"] == "epoch"] == before   # later rows dropped
     # a fresh run in a run_dir with checkpoints is refused (its own would be pruned)
     fresh = _train(mpirun, cfg, tmp_path / "b", *common)
     assert fresh.returncode != 0 and "holds checkpoints of an earlier run" in fresh.stderr, fresh.stderr
@@ -276,6 +280,42 @@ def test_unlabelled_nodes_are_neither_trained_nor_scored(mpirun, tmp_path):
     assert "epoch" not in res.stdout
     res = _train(mpirun, cfg, tmp_path / "r3", *common, "--train-mask", "label")
     assert res.returncode != 0 and "'label' (setting train_mask) is not a 0/1 mask" in res.stderr
+
+
+@pytest.mark.timeout(120)
+def test_unlabelled_nodes_leave_the_shares_even(small, tmp_path):
+    """Unlabelled nodes all in one partition: left out after the split, that
+    partition's trainer kept a few ids to cycle through; left out before it, the
+    shares stay within one id of each other."""
+    import shutil
+
+    from hpcgnn.graph import DistGraph, node_split
+    from hpcgnn.train.common import labelled_mask
+
+    _, cfg = small
+    with open(cfg) as f:
+        conf = json.load(f)
+    src = os.path.join(os.path.dirname(cfg), conf["h5_file"])
+    h5 = tmp_path / "g.h5"
+    shutil.copy(src, h5)
+    with h5py.File(h5, "r+") as f:
+        lab, tr = f["part0/node/label"][:], f["part0/node/train_mask"][:].astype(bool)
+        keep = np.flatnonzero(tr)[:10]
+        lab[tr] = -1
+        lab[keep] = 0
+        f["part0/node/label"][:] = lab
+    new_cfg = tmp_path / "g.json"
+    new_cfg.write_text(json.dumps(dict(conf, h5_file="g.h5")))
+    g = DistGraph("g_unlabelled", part_config=str(new_cfg))
+    book = g.get_partition_book()
+    shares = [node_split(labelled_mask(g, "train_mask", "label"), book, rank=r, num_trainers=2).numpy()
+              for r in range(2)]
+    both = np.concatenate(shares)
+    y = np.asarray(g.ndata["label"][both])
+    assert (y >= 0).all() and len(np.unique(both)) == len(both)
+    total = int((np.asarray(g.ndata["train_mask"][np.arange(g.num_nodes())]).astype(bool)
+                 & (np.asarray(g.ndata["label"][np.arange(g.num_nodes())]) >= 0)).sum())
+    assert len(both) == total and abs(len(shares[0]) - len(shares[1])) <= 1
 
 
 @pytest.mark.timeout(400)

@@ -156,7 +156,8 @@ int hpcgnn_sample_weighted(const int64_t *first, const int64_t *end, int64_t n, 
             const double *wi = w + woffs[i];
             int64_t *o = out + offs[i];
             int64_t nz = 0;
-            for (int64_t j = 0; j < d; j++) nz += wi[j] > 0;
+            double wmax = 0;
+            for (int64_t j = 0; j < d; j++) { nz += wi[j] > 0; if (wi[j] > wmax) wmax = wi[j]; }
             if (nz == 0) continue;
             c = fanout < 0 ? nz : (replace ? fanout : (nz < fanout ? nz : fanout));
             if (fanout < 0 || (!replace && c == nz)) {      /* every positive-weight candidate */
@@ -166,13 +167,15 @@ int hpcgnn_sample_weighted(const int64_t *first, const int64_t *end, int64_t n, 
             }
             rng_t r;
             rng_seed(&r, seed, (uint64_t)i);
-            /* weights relative to the seed's largest: sums of huge weights stay finite and
-               subnormal ones are not lost in log(u) / w */
-            double wmax = 0;
-            for (int64_t j = 0; j < d; j++) if (wi[j] > wmax) wmax = wi[j];
+            /* weights scaled by a power of two (exact) that brings the seed's largest into
+               [0.5, 1): sums of huge weights stay finite and subnormal ones are not lost in
+               log(u) / w; two factors, since 2^-e alone may not be a double */
+            int e;
+            frexp(wmax, &e);
+            const double s1 = ldexp(1.0, -(e / 2)), s2 = ldexp(1.0, -(e - e / 2));
             if (replace) {                                    /* inverse CDF, binary search */
                 double acc = 0;
-                for (int64_t j = 0; j < d; j++) { acc += wi[j] > 0 ? wi[j] / wmax : 0; hk[j] = acc; }
+                for (int64_t j = 0; j < d; j++) { acc += wi[j] > 0 ? wi[j] * s1 * s2 : 0; hk[j] = acc; }
                 for (int64_t q = 0; q < c; q++) {
                     double u = (1.0 - rng_unit(&r)) * acc;    /* [0, acc) */
                     int64_t lo = 0, hi = d - 1;
@@ -186,7 +189,7 @@ int hpcgnn_sample_weighted(const int64_t *first, const int64_t *end, int64_t n, 
             int64_t h = 0;
             for (int64_t j = 0; j < d; j++) {
                 if (!(wi[j] > 0)) continue;
-                double wr = wi[j] / wmax;                     /* 0 when it underflows */
+                double wr = wi[j] * s1 * s2;                  /* 0 when it underflows */
                 double key = wr > 0 ? log(rng_unit(&r)) / wr : -HUGE_VAL;
                 if (h < c) {
                     int64_t p = h++;

@@ -143,10 +143,13 @@ def _homogeneous(g, ids, kind: str, what: str):
     out = []
     for t, tids in ids.items():
         try:
-            homo = book.map_to_homo_nid(tids, t) if kind == "node" else book.map_to_homo_eid(tids, t)
-        except (KeyError, ValueError) as e:
+            book.ntype_id(t) if kind == "node" else book.etype_id(t)
+        except (KeyError, ValueError):
             raise InputError(f"{what}: {{type: ids}} names {t!r}, not a {kind} type of graph "
-                             f"{g.graph_name!r} ({known}): {e}") from None
+                             f"{g.graph_name!r} ({known})") from None
+        tids = _ids(tids, book.num_nodes_of(t) if kind == "node" else book.num_edges_of(t),
+                    f"{what}: the per-type ids of {t!r}")
+        homo = book.map_to_homo_nid(tids, t) if kind == "node" else book.map_to_homo_eid(tids, t)
         out.append(np.asarray(homo, dtype=np.int64).reshape(-1))
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 

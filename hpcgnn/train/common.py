@@ -25,10 +25,26 @@ def allsum(tc, values) -> np.ndarray:
     return allreduce(tc, values, MPI.SUM)
 
 
+def labelled_mask(g, mask: str, label: str):
+    """The mask ``mask`` without the nodes labelled -1 (unlabelled), as a reader for
+    ``node_split``: split after leaving them out, the trainers' shares stay even
+    (left out after the split, unlabelled nodes clustered in one range would leave
+    one trainer few ids to cycle through)."""
+    from ..graph.split import _Fn
+
+    m, y = g.ndata[mask], g.ndata[label]
+
+    def read(a, b):
+        ids = np.arange(a, b, dtype=np.int64)
+        return (np.asarray(m[ids]).reshape(-1) != 0) & (np.asarray(y[ids]).reshape(-1) != -1)
+    return _Fn(read)
+
+
 def labelled_ids(g, cfg, tc, num_classes: int, sets: tuple) -> tuple:
     """The ids of ``sets`` (train, val, test) whose label is known: label -1 marks an
-    unlabelled node (docs/format-raw.md), which is neither trained on nor scored; a label
-    outside [-1, num_classes) is an error."""
+    unlabelled node (docs/format-raw.md), which is neither trained on nor scored (the
+    sets come from :func:`labelled_mask` splits; this is a check); a label outside
+    [-1, num_classes) is an error."""
     out = []
     with agreed(tc):
         for key, ids in zip(("train_mask", "val_mask", "test_mask"), sets):

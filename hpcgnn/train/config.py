@@ -157,6 +157,7 @@ def parse_settings(cls, help_text: dict, argv, prog: str, description: str):
         bad = unknown[0].split("=")[0]
         raise InputError(f"{prog}: unknown option {bad!r}{_closest(bad, known)}")
     cfg = cls()
+    given = set()
     if ns.config:
         try:
             with open(ns.config, "rb") as fh:
@@ -166,8 +167,10 @@ def parse_settings(cls, help_text: dict, argv, prog: str, description: str):
         except tomllib.TOMLDecodeError as e:
             raise InputError(f"{ns.config}: not valid TOML ({e})") from None
         cfg = from_mapping(data, ns.config, cfg, cls)
+        given |= {str(k).replace("-", "_") for k in data}
     flags = {k: v for k, v in vars(ns).items() if k != "config" and v is not None}
     cfg = from_mapping(flags, "command line", cfg, cls)
+    cfg.given = frozenset(given | set(flags))      # the settings the user set (file or flags)
     if not cfg.part_config:
         raise InputError(f"{prog}: part_config is required (--part-config PARTS/NAME.json or in the TOML file)")
     return cfg

@@ -57,15 +57,24 @@ class Checkpoints:
         run's learning rate replaces the one saved with the optimizer.  Returns
         (step, epoch to start from, its path or None)."""
         say = say or (lambda text: None)
-        for found in reversed(all_checkpoints(self.tc, self.run_dir)):
+        found_all = all_checkpoints(self.tc, self.run_dir)
+        for found in reversed(found_all):
             try:
                 step, rep, own = checkpoint.load(self.tc, found, self.meta, tensors=self.tensors)
             except checkpoint.UnreadableCheckpoint as e:
-                say(f"skipping {found}: {str(e).split(': ', 1)[-1]}")
+                say(f"skipping {found}: {str(e).split(': ', 1)[-1]} (renamed to {os.path.basename(found)}.bad)")
+                if self.tc.Get_rank() == 0:          # out of the way: not read again, not one of the kept
+                    os.replace(found, found + ".bad")
+                self.tc.Barrier()
                 continue
             break
         else:
-            say(f"no readable checkpoint in {os.path.join(self.run_dir, 'checkpoints')}: starting fresh")
+            with agreed(self.tc):
+                if found_all:        # a partial read may have written rows: no fresh start on top of them
+                    raise InputError(f"none of the {len(found_all)} checkpoints in {self.run_dir!r} could be "
+                                     "read (renamed to *.bad); start this run in another run_dir, or without "
+                                     "--resume once they are moved away")
+            say(f"no checkpoint in {os.path.join(self.run_dir, 'checkpoints')}: starting fresh")
             return 0, 0, None
         self.model.load_state_dict(rep["model"])
         self.opt.load_state_dict(rep["optimizer"])

@@ -34,8 +34,8 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (check_run_dir, labelled_ids, partitions_digest, pick_device, seed_all, settings_or_exit,
-                     start, wrap_ddp)
+from .common import (check_run_dir, labelled_ids, labelled_mask, partitions_digest, pick_device, seed_all,
+                     settings_or_exit, start, wrap_ddp)
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
@@ -76,7 +76,7 @@ def _check_inputs(cfg: TrainConfig, g, tc) -> tuple:
     with agreed(tc):
         for key in ("train_mask", "val_mask", "test_mask"):
             _check_mask(g, cfg, key, tc)
-            masks[key] = node_split(g.ndata[getattr(cfg, key)], book).numpy()
+            masks[key] = node_split(labelled_mask(g, getattr(cfg, key), cfg.label), book).numpy()
         total = int(_allsum(tc, [len(masks["train_mask"])])[0])
         if total < tc.Get_size():
             raise InputError(f"{cfg.part_config}: {total} training nodes ({cfg.train_mask}) for "
@@ -190,7 +190,7 @@ def run(cfg: TrainConfig) -> dict | None:
         if me == 0:
             print(f"hpcgnn train: {text}", flush=True)
 
-    step, start_epoch, resumed_from = ckpt.start(cfg.resume, lr=cfg.lr, say=say)
+    step, start_epoch, resumed_from = ckpt.start(cfg.resume, lr=cfg.lr if "lr" in getattr(cfg, "given", ()) else None, say=say)
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None, keep_before=start_epoch)
     if me == 0:
         print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "

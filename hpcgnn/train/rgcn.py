@@ -30,8 +30,8 @@ from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (allreduce, allsum, check_run_dir, labelled_ids, partitions_digest, pick_device,
-                     seed_all, settings_or_exit, start, wrap_ddp)
+from .common import (allreduce, allsum, check_run_dir, labelled_ids, labelled_mask, partitions_digest,
+                     pick_device, seed_all, settings_or_exit, start, wrap_ddp)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -92,7 +92,7 @@ def _setup(cfg: RGCNConfig, g, tc):
     ids = {}
     with agreed(tc):
         for key in ("train_mask", "val_mask", "test_mask"):
-            a = node_split(g.ndata[getattr(cfg, key)], book).numpy()
+            a = node_split(labelled_mask(g, getattr(cfg, key), cfg.label), book).numpy()
             t, _ = book.map_to_per_ntype(a)
             ids[key] = a[t == book.ntype_id(seed_type)]
         total = int(allsum(tc, [len(ids["train_mask"])])[0])
@@ -160,7 +160,7 @@ def run(cfg: RGCNConfig) -> dict | None:
         if me == 0:
             print(f"hpcgnn train: {text}", flush=True)
 
-    step, start_epoch, resumed = ckpt.start(cfg.resume, lr=cfg.lr, say=say)
+    step, start_epoch, resumed = ckpt.start(cfg.resume, lr=cfg.lr if "lr" in getattr(cfg, "given", ()) else None, say=say)
     log = RunLog(cfg.run_dir, me == 0, append=resumed is not None, keep_before=start_epoch)
     if me == 0:
         print(f"hpcgnn rgcn: {g}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, seeds {seed_type}, "
