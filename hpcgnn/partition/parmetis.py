@@ -106,11 +106,11 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
         _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt)
         ub, tp = _weights(ncon, nparts, ubvec, tpwgts, rank)
     # what ParMETIS needs alike on every rank (a difference hangs it or corrupts memory)
-    mine = (vtxdist.tobytes(), ncon, nparts, ub.tobytes(), tp.tobytes(), vwgt is None, adjwgt is None)
+    mine = (vtxdist.tobytes(), ncon, nparts, ub.tobytes(), tp.tobytes(), vwgt is None, adjwgt is None, int(seed))
     theirs = comm.allgather(mine)
     with agreed(comm):
         names = ("vtxdist", "ncon", "nparts", "ubvec", "tpwgts", "whether vwgt is given",
-                 "whether adjwgt is given")
+                 "whether adjwgt is given", "seed")
         for r, other in enumerate(theirs):
             for name, a, b in zip(names, theirs[0], other):
                 if a != b:
