@@ -141,6 +141,8 @@ def test_arguments_that_differ_between_ranks_are_refused():
         part_kway(world, other, xadj, adjncy, nparts=2)
     with pytest.raises(InputError, match="ubvec differs"):
         part_kway(world, vtxdist, xadj, adjncy, nparts=2, ubvec=[1.05 + 0.01 * (rank == 1)])
+    with pytest.raises(InputError, match="seed differs"):
+        part_kway(world, vtxdist, xadj, adjncy, nparts=2, seed=rank)
     world.Barrier()
 
 
