@@ -118,15 +118,10 @@ def test_big_endian_input_is_written_in_this_machines_order(shared_dir):
 
 @pytest.mark.mpi
 @pytest.mark.timeout(90)
-def test_a_json_that_disagrees_with_its_file_is_refused(shared_dir):
-    from hpcgnn.graph import DistGraph
-
-    path, _ = _graph(shared_dir, name="t")
-    cfg = partition_graph(path, os.path.join(shared_dir, "out"), 2, comm=comm)
-    if comm.Get_rank() != 0:
+def test_a_json_or_a_file_that_disagrees_is_refused(shared_dir):
+    cfg, conf = _partitioned(shared_dir, "t")
+    if cfg is None:
         return
-    with open(cfg) as f:
-        conf = json.load(f)
     edits = {
         "nomap": (lambda d: d.pop("node_map"), "key 'node_map' is missing"),
         "parts": (lambda d: d.__setitem__("num_parts", 3), "'num_parts' is 3 but 'parts' lists 2"),
@@ -136,26 +131,34 @@ def test_a_json_that_disagrees_with_its_file_is_refused(shared_dir):
     for name, (edit, words) in edits.items():
         d = json.loads(json.dumps(conf))
         edit(d)
-        p = os.path.join(os.path.dirname(cfg), f"{name}.json")
-        with open(p, "w") as f:
-            json.dump(d, f)
-        with pytest.raises(InputError, match=words):
-            DistGraph(f"t_{name}", part_config=p)
+        _refused(cfg, d, f"t_{name}", words)
+    _damaged_csr_is_named(cfg, conf)
 
 
-
-@pytest.mark.mpi
-@pytest.mark.timeout(90)
-def test_a_damaged_csr_is_named(shared_dir):
-    """A CSR damaged on disk gave bare NumPy errors (or a table's name) at load."""
-    from hpcgnn.graph import DistGraph
-
-    path, _ = _graph(shared_dir, name="c")
+def _partitioned(shared_dir, name: str):
+    """Collective: the test graph partitioned into 2 parts; ``(config path, its
+    JSON)`` on rank 0 (which checks alone), ``(None, None)`` elsewhere."""
+    path, _ = _graph(shared_dir, name=name)
     cfg = partition_graph(path, os.path.join(shared_dir, "out"), 2, comm=comm)
     if comm.Get_rank() != 0:
-        return
+        return None, None
     with open(cfg) as f:
-        conf = json.load(f)
+        return cfg, json.load(f)
+
+
+def _refused(cfg, conf: dict, name: str, words: str) -> None:
+    """``conf`` written next to ``cfg`` as ``name.json``: DistGraph refuses it."""
+    from hpcgnn.graph import DistGraph
+
+    p = os.path.join(os.path.dirname(cfg), f"{name}.json")
+    with open(p, "w") as f:
+        json.dump(conf, f)
+    with pytest.raises(InputError, match=words):
+        DistGraph(name, part_config=p)
+
+
+def _damaged_csr_is_named(cfg, conf):
+    """A CSR damaged on disk gave bare NumPy errors (or a table's name) at load."""
     h5 = os.path.join(os.path.dirname(cfg), conf["h5_file"])
     damage = {
         "first": (lambda g: g["csr/indptr"].__setitem__(0, -3), "/part1/csr/indptr must start at 0"),
@@ -168,13 +171,7 @@ def test_a_damaged_csr_is_named(shared_dir):
         shutil.copy(h5, copy)
         with h5py.File(copy, "r+") as f:
             edit(f["part1"])
-        d = dict(conf, h5_file=os.path.basename(copy))
-        p = os.path.join(os.path.dirname(cfg), f"damaged_{name}.json")
-        with open(p, "w") as f:
-            json.dump(d, f)
-        with pytest.raises(InputError, match=words):
-            DistGraph(f"c_{name}", part_config=p)
-
+        _refused(cfg, dict(conf, h5_file=os.path.basename(copy)), f"damaged_{name}", words)
 
 
 @pytest.mark.mpi
