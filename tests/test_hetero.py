@@ -129,6 +129,10 @@ def test_loaders_take_per_type_ids_as_a_dict(typed):
     seeds = np.concatenate(seeds)
     assert np.array_equal(np.sort(seeds), np.sort(book.map_to_homo_nid(per, "paper")))
     assert (o["ntype"][seeds] == 0).all()
+    whole = node_split(g.nodes["paper"].data["train_mask"], ntype="paper")     # passed bare: it says its type
+    got = np.concatenate([b.n_id[: b.batch_size].numpy() for b in DistNodeDataLoader(g, whole, s, batch_size=100,
+                                                                                       prefetch=0)])
+    assert np.array_equal(np.sort(got), np.sort(book.map_to_homo_nid(whole.numpy(), "paper")))
     c = CANON[1]
     per_e = np.arange(0, g.num_edges(c), 5)[:40]
     got = np.concatenate([b.input_id.numpy() for b in DistEdgeDataLoader(g, {c: per_e}, s, batch_size=20,

@@ -37,6 +37,7 @@ def test_plan_covers_every_id_once_and_pads_by_wrapping():
     assert len(set(batches[3].tolist())) == 4                      # padding: unique, from the ids
     assert not np.array_equal(p.order(0), p.order(1))              # reshuffled per epoch
     assert np.array_equal(p.batch(1, 2), p.batch(1, 2))            # a pure function
+    assert [p.is_padding(k) for k in range(4)] == [False, False, False, True]     # evaluations skip it
     small = EpochPlan(np.arange(3), 8, False, True, 0, 0, steps=2)  # fewer ids than a batch
     assert sorted(small.batch(0, 1).tolist()) == [0, 1, 2]
 

@@ -46,10 +46,13 @@ def test_loaders_in_a_served_launch(shared_tmp):
     if tc.Get_size() > 1:               # settings that give other step counts: refused everywhere
         with pytest.raises(Exception, match=r"different \(batch_size, drop_last\)"):
             DistNodeDataLoader(g, nids, s, batch_size=64 + 32 * tc.Get_rank(), seed=9, mode="inline")
+    own = -(-len(nids) // 64)
     for epoch in range(2):
         n = 0
         for a, b in zip(ref, fast):
             assert _same(a, b)
+            # batches past this trainer's own count repeat its ids, and say so (also from samplers)
+            assert a.extra["padding"] == b.extra["padding"] == (n >= own)
             n += 1
             if epoch == 0 and n == 3:
                 break                                        # early exit, then a whole epoch

@@ -129,6 +129,30 @@ def test_rgcn_resume_gives_the_same_model(mpirun, mag, tmp_path):
     assert r.returncode != 0 and "checkpoint field 'partitions'" in r.stderr, r.stdout + r.stderr
 
 
+@pytest.mark.timeout(600)
+def test_rgcn_scores_each_set_it_can(mpirun, mag, tmp_path):
+    """No labelled test paper: the test accuracy is n/a, and the validation accuracy
+    is still computed (one empty set used to switch both off)."""
+    import shutil
+
+    raw, _ = mag
+    copy = str(tmp_path / "mag.h5")
+    shutil.copy(raw, copy)
+    with h5py.File(copy, "r+") as f:
+        lab = f["nodes/data/label"][:]
+        lab[f["nodes/data/test_mask"][:].astype(bool)] = -1
+        f["nodes/data/label"][:] = lab
+    cfg = partition_graph(copy, str(tmp_path / "parts"), 2, balance_ntypes=["train_mask"])
+    r = mpirun(4, [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "run"),
+                   "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "1",
+                   "--epoch-steps", "2", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3",
+                   "--progress", "off"], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    final = _final(r.stdout)
+    assert final["test_acc"] is None and 0 < final["val_acc"] <= 1
+    assert "test accuracy: n/a" in r.stdout and "validation accuracy: 0." in r.stdout
+
+
 @pytest.mark.timeout(300)
 def test_rgcn_names_a_feature_the_graph_lacks(mag, tmp_path):
     """--feat that is not node data: an error, not a model trained without features

@@ -170,7 +170,12 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
                      rank, num_trainers, what)
         ids = res.numpy() if hasattr(res, "numpy") else np.asarray(res)
         to_per = book.map_to_per_ntype if kind == "node" else book.map_to_per_etype
-        return _result(to_per(ids)[1] if len(ids) else ids)
+        out = _result(to_per(ids)[1] if len(ids) else ids)
+        try:            # the loaders take these as ids of that type (not as homogeneous ids)
+            out.hpcgnn_per_type = (kind, per_type)
+        except AttributeError:      # a NumPy array without torch: no attribute
+            pass
+        return out
     if tname is not None and not book.is_homogeneous and not isinstance(mask, _Fn) \
             and _length(mask) not in (n, None):
         raise InputError(f"{what}: the mask has {_length(mask)} rows; with ntype/etype={tname!r} it needs "

@@ -87,6 +87,7 @@ class NodeTask:
             b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows,
                              feature_rows=self.feature_rows)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
+        b.extra["padding"] = self.plan.is_padding(step)
         if before is not None:        # counted where the batch was made (a sampler rank, maybe)
             b.extra["cache_hits"] = cache.hits - before[0]
             b.extra["cache_remote_lookups"] = cache.remote_lookups - before[1]
@@ -134,8 +135,12 @@ class EdgeTask:
 
 
 def _homogeneous(g, ids, kind: str, what: str):
-    """DGL's ``{type: per-type ids}`` as homogeneous ids (in the order of the dict);
-    anything else is taken as homogeneous ids already."""
+    """DGL's ``{type: per-type ids}`` as homogeneous ids (in the order of the dict),
+    also the tensor a split of a per-type mask returns (it says its type); anything
+    else is taken as homogeneous ids already."""
+    tagged = getattr(ids, "hpcgnn_per_type", None)       # node_split/edge_split of a per-type mask
+    if tagged is not None and tagged[0] == kind:
+        ids = {tagged[1]: ids}
     if not isinstance(ids, dict):
         return ids
     book = g.get_partition_book()

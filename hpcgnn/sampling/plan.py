@@ -45,6 +45,12 @@ class EpochPlan:
             return np.arange(n, dtype=np.int64)
         return np.random.default_rng([self.seed, epoch, self.rank]).permutation(n)
 
+    def is_padding(self, step: int) -> bool:
+        """Whether batch ``step`` only repeats this trainer's ids (it has fewer steps
+        than the agreed count): a training step like any other, but an evaluation
+        must not count its seeds again."""
+        return step >= self.own_steps(len(self.ids), self.batch_size, self.drop_last)
+
     def batch(self, epoch: int, step: int, order: np.ndarray | None = None) -> np.ndarray:
         """Seed ids of batch ``step`` (positions past the end wrap around)."""
         if order is None:

@@ -332,7 +332,7 @@ def run(cfg: LinkConfig) -> dict | None:
         tot = _allsum(tc, [r.loss_sum, r.correct, r.seen, st["sampled_edges"]])
         slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], r.compute_s, timer.seconds], MPI.MAX)
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
-               "val_mrr": None, "epoch_s": slow[0], "steps": len(train_loader),
+               "val_mrr": None, "epoch_s": slow[0], "steps": st["batches"],
                "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
                "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3]}
         if cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0 and cfg.val_frac > 0:

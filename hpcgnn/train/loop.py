@@ -5,6 +5,7 @@ SIGUSR1/SIGTERM (agreed by every trainer at a step boundary), ``max_steps`` and
 is the script's ``step_fn``."""
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import time
@@ -69,11 +70,12 @@ class Checkpoints:
                 continue
             break
         else:
+            bad = sorted(glob.glob(os.path.join(self.run_dir, "checkpoints", "step-*.h5.bad")))
             with agreed(self.tc):
-                if found_all:        # a partial read may have written rows: no fresh start on top of them
-                    raise InputError(f"none of the {len(found_all)} checkpoints in {self.run_dir!r} could be "
-                                     "read (renamed to *.bad); start this run in another run_dir, or without "
-                                     "--resume once they are moved away")
+                if found_all or bad:   # a partial read may have written rows; and a rerun must not start over
+                    raise InputError(f"no checkpoint in {self.run_dir!r} can be read ({len(bad)} renamed to *.bad); "
+                                     "start this run in another run_dir, or without --resume once they are "
+                                     "moved away")
             say(f"no checkpoint in {os.path.join(self.run_dir, 'checkpoints')}: starting fresh")
             return 0, 0, None
         self.model.load_state_dict(rep["model"])

@@ -142,6 +142,8 @@ def _sampled_accuracy(model, loader, device) -> tuple[int, int]:
     model.eval()
     correct = total = 0
     for b in loader:
+        if b.extra.get("padding"):       # repeats this trainer's ids: counted once only
+            continue
         out = model(_model_input(b.x, device), b.edge_index.to(device, non_blocking=True),
                     b.num_sampled_nodes, b.num_sampled_edges)
         # b.y lives where the loader assembled the batch (the GPU when device is cuda)

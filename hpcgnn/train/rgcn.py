@@ -22,6 +22,7 @@ import os
 import sys
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -113,11 +114,28 @@ def _forward(model, b, g, cfg, device):
     return out, hb.y.long().to(device, non_blocking=True)
 
 
+def _every_trainer_some(tc, ids: np.ndarray):
+    """Collective: this trainer's evaluation ids, so that every trainer has some (a
+    loader needs ids on every trainer): the shares as they are, or, when a trainer has
+    none, all of them dealt round robin; None when there are fewer than trainers."""
+    with LOCK:
+        counts = tc.allgather(len(ids))
+    if min(counts) > 0:
+        return ids
+    if sum(counts) < tc.Get_size():
+        return None
+    with LOCK:
+        every = np.concatenate(tc.allgather(np.asarray(ids, dtype=np.int64)))
+    return every[tc.Get_rank()::tc.Get_size()]
+
+
 @torch.no_grad()
 def _accuracy(model, loader, g, cfg, device, tc) -> float:
     model.eval()
     correct = total = 0
     for b in loader:
+        if b.extra.get("padding"):       # repeats this trainer's ids: counted once only
+            continue
         out, y = _forward(model, b, g, cfg, device)
         correct += int((out.argmax(1) == y).sum())
         total += len(y)
@@ -146,11 +164,12 @@ def run(cfg: RGCNConfig) -> dict | None:
     loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, seed=cfg.seed,
                                 prefetch=cfg.prefetch, feat=feat, label=cfg.label, cache_bytes=cfg.cache_bytes,
                                 device=on_gpu)
-    with LOCK:
-        everyone = tc.allreduce(int(len(val_ids) > 0 and len(test_ids) > 0), op=MPI.MIN) == 1
-    evals = {k: DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=cfg.seed + 1 + i, prefetch=cfg.prefetch,
-                                   feat=feat, label=cfg.label, device=on_gpu)
-             for i, (k, ids) in enumerate((("val_acc", val_ids), ("test_acc", test_ids)))} if everyone else {}
+    evals = {}
+    for i, (k, ids) in enumerate((("val_acc", val_ids), ("test_acc", test_ids))):
+        ids = _every_trainer_some(tc, ids)          # None: fewer labelled nodes than trainers
+        evals[k] = None if ids is None else \
+            DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=cfg.seed + 1 + i, prefetch=cfg.prefetch,
+                               feat=feat, label=cfg.label, device=on_gpu)
     meta = {"graph_name": g.graph_name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
             "partitions": partitions_digest(g), "model": json.dumps({"dims": model.dims, "kind": "RGCN"}),
             "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
@@ -194,7 +213,7 @@ def run(cfg: RGCNConfig) -> dict | None:
         if cfg.cache_bytes:         # of the feature rows held on other nodes, the share the cache served
             c = allsum(tc, [st["cache_hits"], st["cache_remote_lookups"]])
             row["cache_hit_rate"] = c[0] / max(c[1], 1)
-        if "val_acc" in evals and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
+        if evals["val_acc"] is not None and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
             row["val_acc"] = _accuracy(model, evals["val_acc"], g, cfg, device, tc)
         if me == 0:
             print(json.dumps({"kind": "epoch", **row}), flush=True)
@@ -208,17 +227,16 @@ def run(cfg: RGCNConfig) -> dict | None:
             print(stop_message("hpcgnn rgcn", step, cfg), flush=True)
         ctx.finalize()
         return {"stopped": True, "step": step, "model": model}
-    result = {k: _accuracy(model, ld, g, cfg, device, tc) for k, ld in evals.items()}
+    result = {k: None if ld is None else _accuracy(model, ld, g, cfg, device, tc) for k, ld in evals.items()}
     result["steps"] = step
     log.final(result)
     if me == 0:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(cfg.run_dir, "model.pt"))
         print(json.dumps({"kind": "final", **result}), flush=True)
-        if evals:
-            for what, key in (("validation", "val_acc"), ("test", "test_acc")):
-                v = result[key]
-                print(f"{what} accuracy: " + ("n/a (no labelled nodes in the set)" if v is None else f"{v:.4f}"),
-                      flush=True)
+        for what, key in (("validation", "val_acc"), ("test", "test_acc")):
+            v = result[key]
+            print(f"{what} accuracy: " + ("n/a (fewer labelled nodes in the set than trainers)" if v is None
+                                          else f"{v:.4f}"), flush=True)
     ctx.finalize()
     result.update(model=model, epochs=rows)
     return result
