@@ -133,6 +133,8 @@ def test_loaders_take_per_type_ids_as_a_dict(typed):
     got = np.concatenate([b.n_id[: b.batch_size].numpy() for b in DistNodeDataLoader(g, whole, s, batch_size=100,
                                                                                        prefetch=0)])
     assert np.array_equal(np.sort(got), np.sort(book.map_to_homo_nid(whole.numpy(), "paper")))
+    with pytest.raises(InputError, match="these are per-type node ids \\(of 'paper'\\), not edge ids"):
+        DistEdgeDataLoader(g, whole, s, batch_size=20)
     c = CANON[1]
     per_e = np.arange(0, g.num_edges(c), 5)[:40]
     got = np.concatenate([b.input_id.numpy() for b in DistEdgeDataLoader(g, {c: per_e}, s, batch_size=20,

@@ -37,7 +37,8 @@ def test_plan_separate_mode():
 
 
 @pytest.mark.parametrize("text,sizes,needle", [
-    ("servers=1,samplers=1,trainers=2", [4, 3], "node 1 has 3 rank"),
+    ("servers=1,samplers=1,trainers=2", [4, 3],
+     r"node 1 has 3 rank\(s\), which does not fit 1 server\(s\) \+ 1 sampler\(s\) \+ 2 trainer\(s\) = 4 ranks"),
     ("servers=2,trainers=rest", [2], "at least one trainer"),
     ("server_nodes=2,servers=1,trainers=1", [1, 1], "leaves no node for trainers"),
     ("server_nodes=1,servers=1,samplers=1,trainers=1", [1, 1], "server node 0 has 1 rank"),

@@ -98,8 +98,10 @@ def plan_roles(layout: Layout, node_sizes: list[int]) -> list[list[str]]:
             front = 0 if layout.server_nodes else layout.servers + layout.samplers
             ntrain = n - front if layout.trainers is None else layout.trainers
             if ntrain < 1 or front + ntrain != n:
+                want = "at least 1" if layout.trainers is None else str(layout.trainers)
                 need = (f"trainers={layout.trainers}" if layout.server_nodes else
-                        f"servers+samplers+trainers={front}+" + ("rest" if layout.trainers is None else str(layout.trainers)))
+                        f"{layout.servers} server(s) + {layout.samplers} sampler(s) + {want} trainer(s)"
+                        + ("" if layout.trainers is None else f" = {front + layout.trainers} ranks"))
                 raise LayoutError(f"{desc}: node {k} has {n} rank(s), which does not fit {need}"
                                   + (" (at least one trainer per node)" if ntrain < 1 else ""))
             if layout.server_nodes:

@@ -131,6 +131,7 @@ class EdgeTask:
         if self.feat is not None or self.label is not None:
             b.fetch_features(g, self.feat, self.label)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
+        b.extra["padding"] = self.plan.is_padding(step)
         return b
 
 
@@ -139,7 +140,9 @@ def _homogeneous(g, ids, kind: str, what: str):
     also the tensor a split of a per-type mask returns (it says its type); anything
     else is taken as homogeneous ids already."""
     tagged = getattr(ids, "hpcgnn_per_type", None)       # node_split/edge_split of a per-type mask
-    if tagged is not None and tagged[0] == kind:
+    if tagged is not None:
+        if tagged[0] != kind:
+            raise InputError(f"{what}: these are per-type {tagged[0]} ids (of {tagged[1]!r}), not {kind} ids")
         ids = {tagged[1]: ids}
     if not isinstance(ids, dict):
         return ids

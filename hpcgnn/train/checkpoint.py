@@ -132,7 +132,12 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
             try:
                 f = open_h5(path, "r", None)
             except OSError as e:
-                raise UnreadableCheckpoint(f"{path}: not a readable checkpoint ({e})") from None
+                text = str(e)
+                if any(w in text for w in ("signature not found", "truncated", "bad object header",
+                                           "addr overflow", "bad superblock")):
+                    raise UnreadableCheckpoint(f"{path}: not a readable checkpoint ({e})") from None
+                # permissions, file locks, a stale handle: the file may be fine, so no fallback
+                raise InputError(f"{path}: cannot open the checkpoint ({e})") from None
             with f:
                 if f.attrs.get("format") != FORMAT:
                     raise UnreadableCheckpoint(f"{path}: not an hpcgnn checkpoint (attribute 'format' is "

@@ -45,11 +45,13 @@ class Checkpoints:
         if resume:
             return self.resume(lr, say)
         found = newest_checkpoint(self.tc, self.run_dir)
+        bad = glob.glob(os.path.join(self.run_dir, "checkpoints", "step-*.h5.bad"))
         with agreed(self.tc):
-            if found:
-                raise InputError(f"run_dir {self.run_dir!r} holds checkpoints of an earlier run (newest "
-                                 f"{os.path.basename(found)}): continue it with --resume, or start this run "
-                                 "in another run_dir (or remove its checkpoints/)")
+            if found or bad:
+                what = f"newest {os.path.basename(found)}" if found else f"{len(bad)} unreadable, *.bad"
+                raise InputError(f"run_dir {self.run_dir!r} holds checkpoints of an earlier run ({what}): "
+                                 "continue it with --resume, or start this run in another run_dir (or remove "
+                                 "its checkpoints/)")
         return 0, 0, None
 
     def resume(self, lr: float | None = None, say=None) -> tuple[int, int, str | None]:

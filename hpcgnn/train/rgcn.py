@@ -179,7 +179,7 @@ def run(cfg: RGCNConfig) -> dict | None:
         if me == 0:
             print(f"hpcgnn train: {text}", flush=True)
 
-    step, start_epoch, resumed = ckpt.start(cfg.resume, lr=cfg.lr if "lr" in getattr(cfg, "given", ()) else None, say=say)
+    step, start_epoch, resumed = ckpt.start(cfg.resume, lr=cfg.lr if "lr" in getattr(cfg, "given", {"lr"}) else None, say=say)
     log = RunLog(cfg.run_dir, me == 0, append=resumed is not None, keep_before=start_epoch)
     if me == 0:
         print(f"hpcgnn rgcn: {g}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, seeds {seed_type}, "
