@@ -53,12 +53,35 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
         payload = (blob, text, world_rank)
     blob, text, world_rank = comm.bcast(payload, root=first)
     if rank == first and exc is not None:
-        raise _rebuild(exc, world_rank) from exc
+        raise _agreed_on(_rebuild(exc, world_rank), comm) from exc
     try:
         err = pickle.loads(blob) if blob is not None else None
     except Exception:       # a type that cannot be rebuilt here: its text is kept
         err = None
-    raise _rebuild(err if isinstance(err, BaseException) else HpcgnnError(text), world_rank)
+    raise _agreed_on(_rebuild(err if isinstance(err, BaseException) else HpcgnnError(text), world_rank), comm)
+
+
+def _agreed_on(err: BaseException, comm) -> BaseException:
+    """Mark ``err`` as raised alike on every rank of ``comm`` (``agreed_comm``): a
+    caller that knows the communicator spans the job may then end it cleanly."""
+    try:
+        err.agreed_comm = comm
+    except Exception:
+        pass
+    return err
+
+
+def agreed_over(err: BaseException, comm) -> bool:
+    """Whether ``err`` was raised alike on every rank of ``comm`` (or a congruent one)."""
+    from .mpi import MPI
+
+    c = getattr(err, "agreed_comm", None)
+    if c is None or comm is None:
+        return False
+    try:
+        return MPI.Comm.Compare(c, comm) in (MPI.IDENT, MPI.CONGRUENT)
+    except Exception:
+        return False
 
 
 @contextmanager

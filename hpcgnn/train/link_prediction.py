@@ -63,7 +63,8 @@ from ..sampling import DistEdgeDataLoader, NeighborSampler
 from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
-from .common import check_run_dir, partitions_digest, seed_all, settings_or_exit, start, wrap_ddp
+from .common import (check_run_dir, partitions_digest, run_or_exit, seed_all, settings_or_exit, start,
+                     wrap_ddp)
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -379,8 +380,7 @@ def main(argv=None, prog: str = "link_prediction.py") -> int:
     cfg = settings_or_exit(parse_args, argv, prog)
     if cfg is None:
         return 2
-    run(cfg)
-    return 0
+    return run_or_exit(run, cfg, prog)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (check_run_dir, labelled_ids, labelled_mask, partitions_digest, pick_device, seed_all,
-                     settings_or_exit, start, wrap_ddp)
+from .common import (check_run_dir, labelled_ids, labelled_mask, partitions_digest, pick_device, run_or_exit,
+                     seed_all, settings_or_exit, start, wrap_ddp)
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
@@ -280,8 +280,7 @@ def main(argv=None, prog: str = "node_classification.py") -> int:
     cfg = settings_or_exit(parse_args, argv, prog)
     if cfg is None:
         return 2
-    run(cfg)
-    return 0
+    return run_or_exit(run, cfg, prog)
 
 
 if __name__ == "__main__":

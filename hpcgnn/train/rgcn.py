@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from .common import (allreduce, allsum, check_run_dir, labelled_ids, labelled_mask, partitions_digest,
-                     pick_device, seed_all, settings_or_exit, start, wrap_ddp)
+                     pick_device, run_or_exit, seed_all, settings_or_exit, start, wrap_ddp)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -246,8 +246,7 @@ def main(argv=None, prog: str = "rgcn.py") -> int:
     cfg = settings_or_exit(parse_args, argv, prog)
     if cfg is None:
         return 2
-    run(cfg)
-    return 0
+    return run_or_exit(run, cfg, prog)
 
 
 if __name__ == "__main__":
