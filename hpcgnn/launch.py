@@ -59,6 +59,7 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
                          "role layout instead (e.g. 'servers=1,samplers=0,trainers=rest'), and the hosts come "
                          "from the launch (mpirun/srun): see docs/roles.md")
     ctx = split_roles(layout, ranks_per_node, comm)
+    _open_contexts.append(ctx)      # from here an error agreed by every rank may finalize it
     signals.install()
     ctx.service = Service(ctx)
     part_config = part_config or os.environ.get("HPCGNN_PART_CONFIG") or None
@@ -69,7 +70,6 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
                 raise InputError(f"{part_config}: layout '{ctx.layout}' has no server rank to hold the graph")
         ctx.service.op_load_graph(graph_name or cfg["graph_name"], os.path.abspath(part_config))
     ctx.service.start_serving()
-    _open_contexts.append(ctx)
     if not ctx.is_trainer and serve:
         ctx.service.serve()
         ctx.finalize()

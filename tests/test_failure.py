@@ -118,3 +118,20 @@ def test_plain_torch_distributed_init_joins_the_trainers(mpirun, inherited):
     res = mpirun(4, [sys.executable, SCRIPT, "plain-torch", "0"], timeout=90, env=inherited)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.count("allreduce 3 of 2") == 2 and res.stdout.count("finished") == 2
+
+
+def test_an_agreed_error_says_over_which_ranks_and_still_pickles():
+    """run_or_exit ends a job cleanly only for errors every rank raised; the mark is
+    world ranks, so the error still pickles (a communicator would not)."""
+    import pickle
+
+    from hpcgnn.comm.agree import agreed_over, raise_if_any
+    from hpcgnn.comm.mpi import MPI
+    from hpcgnn.errors import InputError
+
+    assert not agreed_over(InputError("not agreed"), MPI.COMM_WORLD)
+    with pytest.raises(InputError) as info:
+        raise_if_any(MPI.COMM_SELF, InputError("bad setting"))
+    assert agreed_over(info.value, MPI.COMM_SELF)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is InputError and agreed_over(again, MPI.COMM_SELF)

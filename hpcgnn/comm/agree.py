@@ -61,25 +61,31 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
     raise _agreed_on(_rebuild(err if isinstance(err, BaseException) else HpcgnnError(text), world_rank), comm)
 
 
+def _world_ranks(comm) -> tuple:
+    from .mpi import MPI
+
+    n = comm.Get_size()
+    return tuple(sorted(comm.Get_group().Translate_ranks(list(range(n)), MPI.COMM_WORLD.Get_group())))
+
+
 def _agreed_on(err: BaseException, comm) -> BaseException:
-    """Mark ``err`` as raised alike on every rank of ``comm`` (``agreed_comm``): a
-    caller that knows the communicator spans the job may then end it cleanly."""
+    """Mark ``err`` as raised alike on every rank of ``comm`` (``agreed_ranks``, their
+    world ranks: picklable, unlike a communicator): a caller that knows those ranks
+    span the job may then end it cleanly."""
     try:
-        err.agreed_comm = comm
+        err.agreed_ranks = _world_ranks(comm)
     except Exception:
         pass
     return err
 
 
 def agreed_over(err: BaseException, comm) -> bool:
-    """Whether ``err`` was raised alike on every rank of ``comm`` (or a congruent one)."""
-    from .mpi import MPI
-
-    c = getattr(err, "agreed_comm", None)
-    if c is None or comm is None:
+    """Whether ``err`` was raised alike on every rank of ``comm`` (the same world ranks)."""
+    ranks = getattr(err, "agreed_ranks", None)
+    if ranks is None or comm is None:
         return False
     try:
-        return MPI.Comm.Compare(c, comm) in (MPI.IDENT, MPI.CONGRUENT)
+        return tuple(ranks) == _world_ranks(comm)
     except Exception:
         return False
 

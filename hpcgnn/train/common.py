@@ -99,6 +99,7 @@ def run_or_exit(run, cfg, prog: str) -> int:
         tc = ctx.trainer_comm if ctx is not None else None
         if not (agreed_over(e, MPI.COMM_WORLD) or agreed_over(e, tc)):
             raise
+        e.agreed_ranks = None            # used once
         text = str(e)
         sys.stderr.write((text if text.startswith(prog) else f"{prog}: {text}") + "\n")
         sys.stderr.flush()
