@@ -287,9 +287,10 @@ def check_run_dir(run_dir: str) -> None:
 
 
 def _lock_run_dir(run_dir: str) -> None:
-    """An advisory ``flock`` on ``run_dir/.lock``, held until this process ends
-    (released by the kernel even when it is killed, so a requeued job never finds a
-    stale lock).  File systems without locks are let through."""
+    """An advisory ``flock`` on ``run_dir/.lock``, held until the launch is finalized
+    or this process ends (the kernel releases it even when the process is killed, so
+    a requeued job never finds a stale lock).  File systems without locks are let
+    through."""
     import errno
     import fcntl
     import os
