@@ -14,7 +14,7 @@ import os
 import sys
 
 from .comm import signals
-from .comm.agree import agreed
+from .comm.agree import agreed, agreed_over
 from .comm.context import Context
 from .comm.context import initialize as split_roles
 from .errors import InputError
@@ -59,17 +59,22 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
                          "role layout instead (e.g. 'servers=1,samplers=0,trainers=rest'), and the hosts come "
                          "from the launch (mpirun/srun): see docs/roles.md")
     ctx = split_roles(layout, ranks_per_node, comm)
-    _open_contexts.append(ctx)      # from here an error agreed by every rank may finalize it
     signals.install()
     ctx.service = Service(ctx)
     part_config = part_config or os.environ.get("HPCGNN_PART_CONFIG") or None
     if part_config is not None:
-        with agreed(ctx.world):
-            cfg, _ = read_config(part_config)
-            if ctx.size > 1 and not ctx.ranks_of("server"):
-                raise InputError(f"{part_config}: layout '{ctx.layout}' has no server rank to hold the graph")
-        ctx.service.op_load_graph(graph_name or cfg["graph_name"], os.path.abspath(part_config))
+        try:
+            with agreed(ctx.world):
+                cfg, _ = read_config(part_config)
+                if ctx.size > 1 and not ctx.ranks_of("server"):
+                    raise InputError(f"{part_config}: layout '{ctx.layout}' has no server rank to hold the graph")
+            ctx.service.op_load_graph(graph_name or cfg["graph_name"], os.path.abspath(part_config))
+        except InputError as e:
+            if agreed_over(e, ctx.world):       # every rank is here: free what was made, then raise
+                ctx.finalize()
+            raise
     ctx.service.start_serving()
+    _open_contexts.append(ctx)
     if not ctx.is_trainer and serve:
         ctx.service.serve()
         ctx.finalize()
