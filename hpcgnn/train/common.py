@@ -63,6 +63,14 @@ def labelled_ids(g, cfg, tc, num_classes: int, sets: tuple) -> tuple:
     return tuple(out)
 
 
+def print_accuracies(result: dict, none_means: str) -> None:
+    """The last lines of a classification run: validation and test accuracy
+    (``n/a`` and why, where ``result`` holds None)."""
+    for what, key in (("validation", "val_acc"), ("test", "test_acc")):
+        v = result[key]
+        print(f"{what} accuracy: " + (f"n/a ({none_means})" if v is None else f"{v:.4f}"), flush=True)
+
+
 def settings_or_exit(parse, argv, prog: str):
     """``parse(argv, prog=prog)`` on every rank of the world (the same flags and
     files everywhere); bad settings end every rank with one line each and no

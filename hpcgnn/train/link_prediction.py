@@ -294,11 +294,7 @@ def run(cfg: LinkConfig) -> dict | None:
     tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
 
     ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader, tensors=tensors)
-    def say(text):
-        if me == 0:
-            print(f"hpcgnn train: {text}", flush=True)
-
-    step, start_epoch, resumed_from = ckpt.start(cfg.resume, lr=cfg.lr if "lr" in getattr(cfg, "given", {"lr"}) else None, say=say)
+    step, start_epoch, resumed_from = ckpt.start(cfg)
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None, keep_before=start_epoch)
     n_sets = _allsum(tc, [len(shares[k]) for k in ("train", "val", "test")])
     if me == 0:

@@ -37,13 +37,18 @@ class Checkpoints:
                         {"rng": rng_state(), "loader": self.loader.state_dict(),
                          "epoch_totals": epoch_totals}, tensors=self.tensors)
 
-    def start(self, resume: bool, lr: float | None = None, say=None) -> tuple[int, int, str | None]:
-        """Collective: ``resume`` restores the newest readable checkpoint (see
-        :meth:`resume`); a fresh run refuses a run_dir that holds checkpoints (its
-        own would be pruned in favour of theirs, and a later ``--resume`` would
-        continue the earlier run)."""
-        if resume:
-            return self.resume(lr, say)
+    def _say(self, text: str) -> None:
+        if self.tc.Get_rank() == 0:
+            print(f"hpcgnn train: {text}", flush=True)
+
+    def start(self, cfg, say=None) -> tuple[int, int, str | None]:
+        """Collective: with ``cfg.resume``, restore the newest readable checkpoint (see
+        :meth:`resume`; ``cfg.lr`` replaces the saved learning rate when the user set
+        it); a fresh run refuses a run_dir that holds checkpoints (its own would be
+        pruned in favour of theirs, and a later ``--resume`` would continue the
+        earlier run)."""
+        if cfg.resume:
+            return self.resume(cfg.lr if "lr" in getattr(cfg, "given", {"lr"}) else None, say)
         found = newest_checkpoint(self.tc, self.run_dir)
         bad = glob.glob(os.path.join(self.run_dir, "checkpoints", "step-*.h5.bad"))
         with agreed(self.tc):
@@ -56,10 +61,11 @@ class Checkpoints:
 
     def resume(self, lr: float | None = None, say=None) -> tuple[int, int, str | None]:
         """Collective: restore the newest complete checkpoint that can be read (a
-        damaged newer one is skipped, and ``say`` told so), if any.  ``lr``: this
+        damaged newer one is skipped, and ``say`` told so; by default trainer 0
+        prints it), if any.  ``lr``: this
         run's learning rate replaces the one saved with the optimizer.  Returns
         (step, epoch to start from, its path or None)."""
-        say = say or (lambda text: None)
+        say = say or self._say
         found_all = all_checkpoints(self.tc, self.run_dir)
         for found in reversed(found_all):
             try:

@@ -34,8 +34,8 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (check_run_dir, labelled_ids, labelled_mask, partitions_digest, pick_device, run_or_exit,
-                     seed_all, settings_or_exit, start, wrap_ddp)
+from .common import (check_run_dir, labelled_ids, labelled_mask, partitions_digest, pick_device,
+                     print_accuracies, run_or_exit, seed_all, settings_or_exit, start, wrap_ddp)
 from .common import allreduce as _allreduce
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
@@ -188,11 +188,7 @@ def run(cfg: TrainConfig) -> dict | None:
             "batch_size": cfg.batch_size, "seed": cfg.seed, "trainers": tc.Get_size()}
 
     ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader)
-    def say(text):
-        if me == 0:
-            print(f"hpcgnn train: {text}", flush=True)
-
-    step, start_epoch, resumed_from = ckpt.start(cfg.resume, lr=cfg.lr if "lr" in getattr(cfg, "given", {"lr"}) else None, say=say)
+    step, start_epoch, resumed_from = ckpt.start(cfg)
     log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None, keep_before=start_epoch)
     if me == 0:
         print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "
@@ -266,10 +262,7 @@ def run(cfg: TrainConfig) -> dict | None:
     log.final(result)
     if me == 0:
         print(json.dumps({"kind": "final", **result}), flush=True)
-        for what, key in (("validation", "val_acc"), ("test", "test_acc")):
-            v = result[key]
-            print(f"{what} accuracy: " + ("n/a (no labelled nodes in the set)" if v is None else f"{v:.4f}"),
-                  flush=True)
+        print_accuracies(result, "no labelled nodes in the set")
     ctx.finalize()
     result["model"] = model
     result["epochs"] = epoch_rows

@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from .common import (allreduce, allsum, check_run_dir, labelled_ids, labelled_mask, partitions_digest,
-                     pick_device, run_or_exit, seed_all, settings_or_exit, start, wrap_ddp)
+                     pick_device, print_accuracies, run_or_exit, seed_all, settings_or_exit, start, wrap_ddp)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
@@ -175,11 +175,7 @@ def run(cfg: RGCNConfig) -> dict | None:
             "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
             "trainers": tc.Get_size(), "seed_type": seed_type}
     ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, loader)
-    def say(text):
-        if me == 0:
-            print(f"hpcgnn train: {text}", flush=True)
-
-    step, start_epoch, resumed = ckpt.start(cfg.resume, lr=cfg.lr if "lr" in getattr(cfg, "given", {"lr"}) else None, say=say)
+    step, start_epoch, resumed = ckpt.start(cfg)
     log = RunLog(cfg.run_dir, me == 0, append=resumed is not None, keep_before=start_epoch)
     if me == 0:
         print(f"hpcgnn rgcn: {g}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, seeds {seed_type}, "
@@ -233,10 +229,7 @@ def run(cfg: RGCNConfig) -> dict | None:
     if me == 0:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(cfg.run_dir, "model.pt"))
         print(json.dumps({"kind": "final", **result}), flush=True)
-        for what, key in (("validation", "val_acc"), ("test", "test_acc")):
-            v = result[key]
-            print(f"{what} accuracy: " + ("n/a (fewer labelled nodes in the set than trainers)" if v is None
-                                          else f"{v:.4f}"), flush=True)
+        print_accuracies(result, "fewer labelled nodes in the set than trainers")
     ctx.finalize()
     result.update(model=model, epochs=rows)
     return result
