@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from .blocks import LayerAdj, build_adjs
 from .buffers import FEATURES
 
 #: How ``MiniBatch.fetch_features`` hands over ``x``: a gathered copy, or the rows'
@@ -92,6 +93,7 @@ class MiniBatch:
     extra: dict = field(default_factory=dict)
     n_type: torch.Tensor | None = None
     e_type: torch.Tensor | None = None
+    _adjs: list | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -100,6 +102,38 @@ class MiniBatch:
     @property
     def num_edges(self) -> int:
         return self.edge_index.shape[1]
+
+    @property
+    def adjs(self) -> list[LayerAdj]:
+        """Per-layer trimmed blocks, outermost layer first (PyG's ``NeighborSampler``
+        convention): entry ``i`` unpacks as ``(adj_t, (num_src, num_dst))``, a
+        ``[num_dst, num_src]`` sparse CSR matrix that stock PyG layers aggregate with
+        one sparse product, and carries ``edge_index`` / ``e_id`` for layers that need
+        edges (:class:`~hpcgnn.sampling.blocks.LayerAdj`).  A model reads them as
+        ``for conv, (adj, size) in zip(convs, adjs): x = conv((x, x[:size[1]]), adj)``;
+        the last layer's rows are the seeds'.  Built once per batch by one compiled
+        pass, in ``x``'s dtype (float32 without features) and on ``x``'s device."""
+        if self._adjs is None:
+            x = self.x if isinstance(self.x, torch.Tensor) else None
+            dtype = x.dtype if x is not None and x.is_floating_point() else torch.float32
+            adjs = build_adjs(self.edge_index, self.e_id, self.num_sampled_nodes, self.num_sampled_edges, dtype)
+            if x is not None and x.device.type != "cpu":
+                adjs = [a.to(x.device, non_blocking=True) for a in adjs]
+            self._adjs = adjs
+        return self._adjs
+
+    @property
+    def pyg_edge_index(self):
+        """``edge_index`` as PyG's ``EdgeIndex`` sorted by destination, with its
+        sparse size: PyG layers then reduce messages by segments instead of scatter
+        (``SAGEConv(x, batch.pyg_edge_index)``; ``GraphConv`` fuses it into one sparse
+        product).  Every node of the batch is computed in every layer; :attr:`adjs`
+        computes only what the next layer reads."""
+        from torch_geometric import EdgeIndex     # optional dependency of the batch
+
+        n = self.num_nodes
+        return EdgeIndex(self.edge_index, sparse_size=(n, n),
+                         sort_order="col" if self.e_type is None else None)
 
     @property
     def seeds(self) -> torch.Tensor:
@@ -225,6 +259,7 @@ class MiniBatch:
         k = torch.from_numpy(keep)
         self.e_id = self.e_id[k]
         self.edge_index = self.edge_index[:, k]
+        self._adjs = None
         if self.e_type is not None:
             self.e_type = self.e_type[k]
         return self

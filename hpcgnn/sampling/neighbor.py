@@ -69,7 +69,7 @@ def check_prob(g, prob, where: str = "sample_neighbors"):
         raise InputError(f"{where}: prob={prob!r} is not an edge feature of graph {g.graph_name!r} "
                          f"(edge features: {sorted(stores) or 'none'})")
     st = stores[prob]
-    if int(np.prod(st.row_shape, dtype=np.int64)) != 1 or st.dtype.kind not in "iuf":
+    if int(np.prod(st.row_shape, dtype=np.int64)) != 1 or st.dtype.kind not in "biuf":
         raise InputError(f"{where}: prob feature {prob!r} must hold one number per edge, "
                          f"has rows of shape {st.row_shape} and dtype {st.dtype}")
     return st

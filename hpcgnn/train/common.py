@@ -235,8 +235,9 @@ def wrap_ddp(ctx, model, device=None, find_unused_parameters: bool = False):
         torch.cuda.set_device(device)
         model.to(device)
         backend = init_process_group(ctx, "nccl")
-        ddp = DistributedDataParallel(model, device_ids=[device.index],
-                                      find_unused_parameters=find_unused_parameters)
+        # no device_ids: the inputs are on the GPU already, and DDP would otherwise rebuild
+        # them on the way in (per-layer blocks, MiniBatch.adjs, would lose their fields)
+        ddp = DistributedDataParallel(model, find_unused_parameters=find_unused_parameters)
     else:
         backend = init_process_group(ctx, "gloo")
         ddp = DistributedDataParallel(model, find_unused_parameters=find_unused_parameters)

@@ -50,6 +50,7 @@ class TrainConfig:
     epoch_steps: int = 0
     progress: str = "auto"
     feature_rows: str = "auto"
+    model: str = "sage"
 
     @property
     def num_layers(self) -> int:
@@ -70,6 +71,8 @@ HELP = {
     "resume": "continue from the newest complete checkpoint in run_dir",
     "max_steps": "stop (checkpoint and exit) after N optimizer steps in total (0: no limit)",
     "epoch_steps": "end each epoch after N steps (0: a full pass over the training nodes; benchmarks)",
+    "model": "sage (fused kernels), sage-pyg, gcn, gat, gin, or package.module:ClassName (your own "
+             "nn.Module; docs/training.md)",
     "progress": "progress bar on trainer 0: auto (when stderr is a terminal), on, off",
     "feature_rows": "how batches hand features to the first layer: copy (gathered by the loader), refs "
                     "(read in place by the first layer; CPU), auto (refs on a CPU when the loader's thread "
@@ -178,7 +181,7 @@ def parse_settings(cls, help_text: dict, argv, prog: str, description: str):
 
 def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
     """``[--config FILE.toml] [--key value ...]`` -> a checked :class:`TrainConfig`."""
-    cfg = parse_settings(TrainConfig, HELP, argv, prog, "Train GraphSAGE on a partitioned graph "
+    cfg = parse_settings(TrainConfig, HELP, argv, prog, "Train a GNN (GraphSAGE by default) on a partitioned graph "
                          "(run under mpirun/srun; see docs/training.md).")
     if cfg.progress not in ("auto", "on", "off"):
         raise InputError(f"{prog}: progress must be auto, on or off, got {cfg.progress!r}")

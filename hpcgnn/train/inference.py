@@ -6,13 +6,19 @@ the batch's full in-neighbourhood (one hop, every edge) and the neighbours' laye
 inputs, applies the layer and writes the outputs into a :class:`DistTensor` that
 is the next layer's input.  Unlike evaluating on sampled neighbourhoods, the
 result is exact and each node's representation is computed once per layer.
+
+Any model that offers ``num_layers`` and ``layer(i, x, adj)`` (the block protocol of
+:mod:`hpcgnn.train.zoo`: ``x`` the rows of ``adj.num_src`` nodes, the result the
+rows of its ``adj.num_dst`` destinations, activation included) runs this way.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from ..comm.mpi import LOCK, MPI
 from ..graph import DistTensor, node_split
+from ..launch import current_context
 from ..sampling import NeighborSampler
 
 
@@ -20,7 +26,9 @@ from ..sampling import NeighborSampler
 def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, progress=None, device=None):
     """Collective over the trainers: the model's output for every node, as a
     ``(num_nodes, out_dim)`` float32 :class:`DistTensor` (``progress``: an optional
-    callable ``(layer, done, total)``; ``device``: where the model is, default CPU)."""
+    callable ``(layer, done, total)``; ``device``: where the model is, default CPU).
+    A layer's output width is ``model.dims[i + 1]`` where the model has ``dims``,
+    else that of its first batch (agreed by the trainers)."""
     was_training = model.training
     model.eval()
     n = g.num_nodes()
@@ -28,18 +36,24 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
     full = NeighborSampler([-1])
     x_in = g.ndata[feat]
     out = None
+    dims = getattr(model, "dims", None)
+    tc = current_context().trainer_comm
     for i in range(model.num_layers):
-        out = DistTensor((n, model.dims[i + 1]), torch.float32)
-        for lo in range(0, len(mine), batch_size):
+        h, lo = None, 0
+        if dims is not None:
+            width = int(dims[i + 1])
+        else:                      # the first batch tells the width (a trainer without one says 0)
+            if len(mine):
+                h = _layer_batch(model, g, full, x_in, mine[:batch_size], i, device)
+            with LOCK:
+                width = int(tc.allreduce(0 if h is None else int(h.shape[1]), op=MPI.MAX))
+        out = DistTensor((n, width), torch.float32)
+        if h is not None:
+            out[mine[:batch_size]] = h.cpu().float().numpy()
+            lo = batch_size
+        for lo in range(lo, len(mine), batch_size):
             seeds = mine[lo:lo + batch_size]
-            b = full.sample(g, seeds, rng=0)
-            x = torch.as_tensor(x_in[b.n_id]).float()
-            if device is not None:
-                x, ei = x.to(device, non_blocking=True), b.edge_index.to(device, non_blocking=True)
-            else:
-                ei = b.edge_index
-            h = model.layer(i, x, ei, num_dst=len(seeds))
-            out[seeds] = h.cpu().numpy()
+            out[seeds] = _layer_batch(model, g, full, x_in, seeds, i, device).cpu().float().numpy()
             if progress is not None:
                 progress(i, min(lo + batch_size, len(mine)), len(mine))
         out.barrier()                       # every row of layer i written before anyone reads it
@@ -48,3 +62,14 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
         x_in = out
     model.train(was_training)
     return out
+
+
+def _layer_batch(model, g, full, x_in, seeds, i: int, device):
+    """Layer ``i`` for ``seeds`` from their whole in-neighbourhood (one block)."""
+    b = full.sample(g, seeds, rng=0)
+    x = torch.as_tensor(x_in[b.n_id]).float()
+    b.x = x
+    adj = b.adjs[0]
+    if device is not None:
+        x, adj = x.to(device, non_blocking=True), adj.to(device, non_blocking=True)
+    return model.layer(i, x, adj)

@@ -56,19 +56,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..comm.agree import agreed
-from ..comm.mpi import LOCK, MPI
+from ..comm.mpi import LOCK
 from ..errors import InputError
 from ..graph import DistEmbedding, SparseAdagrad, edge_split
 from ..sampling import DistEdgeDataLoader, NeighborSampler
 from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
-from .common import (check_run_dir, partitions_digest, run_or_exit, seed_all, settings_or_exit, start,
-                     wrap_ddp)
-from .common import allreduce as _allreduce
+from .common import check_run_dir, run_or_exit, seed_all, settings_or_exit, start
 from .common import allsum as _allsum
-from .loop import Checkpoints, progress_bar, run_steps, stop_message
-from .runlog import RunLog
+from .runtime import Trainer
 
 
 # --------------------------------------------------------------------------- held-out edges
@@ -266,7 +263,6 @@ def run(cfg: LinkConfig) -> dict | None:
     samplers serve inside ``hpcgnn.initialize`` and never return)."""
     ctx, tc, g = start(cfg)
     me = tc.Get_rank()
-    name = g.graph_name
     shares = _check_inputs(cfg, g, tc)
     held = HeldOut(cfg.val_frac, cfg.test_frac, cfg.split_seed)
     feat_dim = int(g.ndata[cfg.feat].shape[1])
@@ -278,32 +274,21 @@ def run(cfg: LinkConfig) -> dict | None:
                         init_func=lambda shape, dtype: (0.1 * init_rng.standard_normal(shape)).astype(np.float32),
                         ctx=ctx)
     sparse = SparseAdagrad([emb], lr=cfg.emb_lr)
-    ddp, timer, backend = wrap_ddp(ctx, model, torch.device("cpu"))   # CPU only (the GPU path: node classification)
-    opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
+    meta = {"fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
+            "num_negs": cfg.num_negs, "scorer": cfg.scorer, "emb_dim": cfg.emb_dim,
+            "held_out": json.dumps(["node pairs", cfg.val_frac, cfg.test_frac, cfg.split_seed])}
+    tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
+    trainer = Trainer(model, lr=cfg.lr, run_dir=cfg.run_dir, device="cpu", ctx=ctx,   # CPU only (the GPU path:
+                      checkpoint_every=cfg.checkpoint_every, max_steps=cfg.max_steps,  # node classification)
+                      resume=cfg.resume, progress=cfg.progress, graph=g, meta=meta, tensors=tensors,
+                      name="hpcgnn link prediction", lr_given="lr" in getattr(cfg, "given", {"lr"}))
     sampler = NeighborSampler(cfg.fanouts)
     train_loader = DistEdgeDataLoader(g, shares["train"], sampler, cfg.batch_size, shuffle=True, drop_last=False,
                                       negative_sampler=Uniform(cfg.num_negs), exclude="self", seed=cfg.seed,
                                       prefetch=cfg.prefetch, feat=cfg.feat)
-    meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
-            "partitions": partitions_digest(g),
-            "model": json.dumps({"dims": model.dims, "kind": "SAGE-link", "scorer": cfg.scorer,
-                                 "emb_dim": cfg.emb_dim}),
-            "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
-            "num_negs": cfg.num_negs, "held_out": json.dumps(["node pairs", cfg.val_frac, cfg.test_frac, cfg.split_seed]),
-            "trainers": tc.Get_size()}
-    tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
-
-    ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader, tensors=tensors)
-    step, start_epoch, resumed_from = ckpt.start(cfg)
-    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None, keep_before=start_epoch)
     n_sets = _allsum(tc, [len(shares[k]) for k in ("train", "val", "test")])
-    if me == 0:
-        print(f"hpcgnn link prediction: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout "
-              f"'{ctx.layout}', loader mode {train_loader.mode}, {len(train_loader)} steps/epoch, edges "
-              f"train/val/test {int(n_sets[0])}/{int(n_sets[1])}/{int(n_sets[2])}"
-              + (f", resumed from {resumed_from} at step {step}" if resumed_from else ""), flush=True)
-
     ordered = cfg.emb_updates == "ordered"
+    ddp, opt = trainer.ddp, trainer.optimizer
 
     def train_step(b):
         held.drop_from(b)
@@ -316,36 +301,17 @@ def run(cfg: LinkConfig) -> dict | None:
         _sparse_step(sparse, emb, tc, ordered)
         return loss, ((logits > 0).float() == b.edge_label).sum(), len(b.edge_label)
 
-    stopped = False
-    for epoch in range(start_epoch, cfg.epochs):
-        t_epoch = time.perf_counter()
-        timer.seconds = 0.0
-        r = run_steps(train_loader, train_step, tc, cfg, step, ckpt,
-                      bar=progress_bar(cfg, me == 0, len(train_loader), epoch))
-        step, stopped = r.step, r.stopped
-        if stopped and not r.epoch_complete:
-            break
-        st = train_loader.stats
-        tot = _allsum(tc, [r.loss_sum, r.correct, r.seen, st["sampled_edges"]])
-        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], r.compute_s, timer.seconds], MPI.MAX)
-        row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
-               "val_mrr": None, "epoch_s": slow[0], "steps": st["batches"],
-               "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
-               "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3]}
-        if cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0 and cfg.val_frac > 0:
-            row["val_mrr"] = _metrics(tc, model, g, emb, shares["val"], cfg, held, sampler, 1000 + epoch)[0]
-        if me == 0:
-            print(json.dumps({"kind": "epoch", **row}), flush=True)
-        log.epoch(row)
-        if stopped:                 # stopped on the epoch's last step: closed, now stop
-            break
+    def evaluate(epoch):
+        if cfg.val_frac <= 0:
+            return {"val_mrr": None}
+        return {"val_mrr": _metrics(tc, model, g, emb, shares["val"], cfg, held, sampler, 1000 + epoch)[0]}
 
-    if stopped:
-        log.flush()
-        if me == 0:
-            print(stop_message("hpcgnn link prediction", step, cfg), flush=True)
+    fit = trainer.fit(train_loader, step_fn=train_step, epochs=cfg.epochs, evaluate=evaluate,
+                      eval_every=cfg.eval_every, describe=f"{g}, edges train/val/test "
+                      f"{int(n_sets[0])}/{int(n_sets[1])}/{int(n_sets[2])}")
+    if fit.stopped:
         ctx.finalize()
-        return {"stopped": True, "step": step, "model": model}
+        return {"stopped": True, "step": fit.step, "model": model}
 
     t0 = time.perf_counter()
     hk = f"hits@{cfg.hits_k}"
@@ -356,13 +322,10 @@ def run(cfg: LinkConfig) -> dict | None:
     result["test_mrr"], result[f"test_{hk}"], result["test_edges"] = _metrics(tc, model, g, emb, shares["test"],
                                                                               cfg, held, sampler, 2)
     result["eval_s"] = time.perf_counter() - t0
-    result["steps"] = step
     if me == 0:
-        torch.save(model.state_dict(), os.path.join(cfg.run_dir, "model.pt"))
         _save_table(os.path.join(cfg.run_dir, "embedding.npy"), emb.weight)
-    log.final(result)
+    result = trainer.finish(result)
     if me == 0:
-        print(json.dumps({"kind": "final", **result}), flush=True)
         print(f"test MRR: {result['test_mrr']:.4f}", flush=True)
         print(f"test {hk}: {result[f'test_{hk}']:.4f}", flush=True)
     with LOCK:

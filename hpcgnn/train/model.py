@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..graph.row_refs import RowRefs
+from ..sampling.blocks import LayerAdj
 from .kernels import (bias_relu_dropout, bias_relu_dropout_mean, csr_mean, linear_before_dropout, mean_adjacency,
                       relu_dropout)
 
@@ -29,9 +30,12 @@ class SAGE(nn.Module):
     def num_layers(self) -> int:
         return len(self.convs)
 
-    def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int | None = None) -> torch.Tensor:
+    def layer(self, i: int, x: torch.Tensor, edge_index, num_dst: int | None = None) -> torch.Tensor:
         """Layer ``i`` on a bipartite graph: messages from the rows of ``x`` to its
-        first ``num_dst`` rows (all rows when None), the only ones computed."""
+        first ``num_dst`` rows (all rows when None), the only ones computed.
+        ``edge_index`` may be a block (:class:`~hpcgnn.sampling.blocks.LayerAdj`)."""
+        if isinstance(edge_index, LayerAdj):
+            edge_index, num_dst = edge_index.edge_index, edge_index.num_dst
         return self._layer(i, x, edge_index, num_dst)
 
     def _fast(self, i: int, x: torch.Tensor) -> bool:
@@ -79,8 +83,9 @@ class SAGE(nn.Module):
             x = relu_dropout(x, p=self.dropout, training=self.training)
         return x
 
-    def forward(self, x, edge_index, num_sampled_nodes=None, num_sampled_edges=None):
-        """``num_sampled_nodes``/``num_sampled_edges`` (per hop, as a
+    def forward(self, x, adjs, num_sampled_nodes=None, num_sampled_edges=None):
+        """``adjs``: a batch's per-layer blocks (``MiniBatch.adjs``), or its
+        ``edge_index`` with the counts below.  ``num_sampled_nodes``/``num_sampled_edges`` (per hop, as a
         :class:`~hpcgnn.sampling.MiniBatch` has them): layer ``i`` reads the nodes of
         hops ``<= L-i`` along the edges of hops ``<= L-i`` and computes only the
         nodes of hops ``< L-i`` (DGL's message-flow graphs; PyG's
@@ -88,6 +93,15 @@ class SAGE(nn.Module):
         rows.  Without them: full-graph layers.  ``x``: a tensor, or the rows'
         addresses (:class:`~hpcgnn.graph.row_refs.RowRefs`, from a loader with
         ``feature_rows="refs"``), which the first layer reads in place."""
+        if isinstance(adjs, (list, tuple)) and adjs and isinstance(adjs[0], LayerAdj):
+            for i, adj in enumerate(adjs):
+                h = x[0] if isinstance(x, tuple) else x
+                if h.shape[0] != adj.num_src:
+                    h = h.head(adj.num_src) if isinstance(h, RowRefs) else h[: adj.num_src]
+                    x = (h, x[1]) if isinstance(x, tuple) else h
+                x = self._layer(i, x, adj.edge_index, num_dst=adj.num_dst, defer=i + 1 < len(adjs))
+            return x
+        edge_index = adjs
         if num_sampled_nodes is None:
             for i in range(self.num_layers):
                 x = self._layer(i, x, edge_index, defer=i + 1 < self.num_layers)

@@ -1,4 +1,7 @@
-"""Node classification with GraphSAGE on a partitioned graph, under one MPI launch.
+"""Node classification on a partitioned graph, under one MPI launch: GraphSAGE by
+default, or any model of the zoo (``--model gcn|gat|gin|sage-pyg``) or a user's
+own ``nn.Module`` (``--model package.module:ClassName``), trained by the runtime
+(:class:`~hpcgnn.train.runtime.Trainer`).
 
 Run on every rank (``mpirun -n R python examples/node_classification.py ...`` or
 ``hpcgnn train ...``); servers and samplers serve inside :func:`hpcgnn.initialize`,
@@ -34,15 +37,13 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (check_run_dir, labelled_ids, labelled_mask, partitions_digest, pick_device,
-                     print_accuracies, run_or_exit, seed_all, settings_or_exit, start, wrap_ddp)
-from .common import allreduce as _allreduce
+from .common import check_run_dir, labelled_ids, labelled_mask, print_accuracies, run_or_exit, seed_all, settings_or_exit, start
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
 from .inference import layerwise_inference
-from .loop import Checkpoints, progress_bar, run_steps, stop_message
 from .model import SAGE
-from .runlog import RunLog
+from .runtime import Trainer
+from .zoo import build_model, has_layers, input_style
 
 
 def _is_integer(dtype) -> bool:
@@ -137,116 +138,123 @@ def _model_input(x, device):
     return x.float().to(device, non_blocking=True)
 
 
-@torch.no_grad()
-def _sampled_accuracy(model, loader, device) -> tuple[int, int]:
-    model.eval()
-    correct = total = 0
-    for b in loader:
-        if b.extra.get("padding"):       # repeats this trainer's ids: counted once only
-            continue
-        out = model(_model_input(b.x, device), b.edge_index.to(device, non_blocking=True),
-                    b.num_sampled_nodes, b.num_sampled_edges)
-        # b.y lives where the loader assembled the batch (the GPU when device is cuda)
-        correct += int((out.argmax(1) == b.y[: b.batch_size].to(out.device).long()).sum())
-        total += b.batch_size
-    model.train()
-    return correct, total
+def _forward(model, b, device, style: str):
+    """The seeds' outputs of ``model`` on batch ``b``: through the per-layer blocks,
+    or the PyG way (the whole sampled graph, seeds first)."""
+    if style == "edge_index":
+        x = _model_input(b.x, device)
+        x = x.materialize() if isinstance(x, RowRefs) else x
+        return model(x, b.edge_index.to(device, non_blocking=True))[: b.batch_size]
+    return model(_model_input(b.x, device), b.adjs)
+
+
+def _predict(style: str, device):
+    def predict(model, b):
+        out = _forward(model, b, device, style)
+        return out.argmax(1), b.y[: b.batch_size].to(out.device).long()
+    return predict
+
+
+def _first_step_checked(fn, cfg, tc, num_classes: int):
+    """The forward ``fn(model, batch) -> output`` whose first call (every trainer's
+    first step) turns a model that does not fit - a forward that fails on a batch,
+    an output of the wrong shape - into one InputError on every trainer."""
+    state = {"first": True}
+
+    def call(model, b):
+        if not state["first"]:
+            return fn(model, b)
+        state["first"] = False
+        out, err = None, None
+        try:
+            out = fn(model, b)
+        except Exception as e:                   # noqa: BLE001 - reported on every trainer below
+            err = f"its forward fails on a batch ({type(e).__name__}: {e})"
+        if err is None and (not isinstance(out, torch.Tensor) or out.dim() != 2 or tuple(out.shape) != (b.batch_size, num_classes)):
+            err = (f"its output has shape {tuple(getattr(out, 'shape', ()))}; node classification needs one row of "
+                   f"{num_classes} class scores per seed, ({b.batch_size}, {num_classes})")
+        with agreed(tc):
+            if err is not None:
+                raise InputError(f"--model {cfg.model!r}: {err} (docs/training.md: train your own model)")
+        return out
+    return call
 
 
 def run(cfg: TrainConfig) -> dict | None:
     """Train and evaluate; returns the final metrics on trainers (servers and
     samplers serve inside ``hpcgnn.initialize`` and never return)."""
     ctx, tc, g = start(cfg)
-    me = tc.Get_rank()
-    name = g.graph_name
     train_ids, val_ids, test_ids = _check_inputs(cfg, g, tc)
     num_classes = _num_classes(g, cfg, tc)
     train_ids, val_ids, test_ids = labelled_ids(g, cfg, tc, num_classes, (train_ids, val_ids, test_ids))
     in_dim = int(g.ndata[cfg.feat].shape[1])
 
     seed_all(cfg.seed)
-    model = SAGE(in_dim, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
-    device = pick_device(cfg.device, ctx)
-    ddp, timer, backend = wrap_ddp(ctx, model, device)
-    opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
+    with agreed(tc):
+        model = build_model(cfg.model, in_dim, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
+    style = input_style(model)
+    meta = {"fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
+            "model_name": cfg.model}
+    trainer = Trainer(model, lr=cfg.lr, run_dir=cfg.run_dir, device=cfg.device, ctx=ctx,
+                      checkpoint_every=cfg.checkpoint_every, max_steps=cfg.max_steps, epoch_steps=cfg.epoch_steps,
+                      resume=cfg.resume, progress=cfg.progress, graph=g, meta=meta,
+                      lr_given="lr" in getattr(cfg, "given", {"lr"}))
+    device = trainer.device
     sampler = NeighborSampler(cfg.fanouts)
     on_gpu = device if device.type == "cuda" else None     # batches (and the cache) assembled on the GPU
-    rows = _feature_rows(cfg, ctx, device)
+    rows = _feature_rows(cfg, ctx, device) if isinstance(model, SAGE) else "copy"
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
                                       seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
                                       cache_bytes=cfg.cache_bytes, device=on_gpu, labels="seeds",
                                       feature_rows=rows)
     with LOCK:
-        every_trainer_has_val = tc.allreduce(int(len(val_ids) > 0), op=MPI.MIN) == 1
-    val_loader = DistNodeDataLoader(g, val_ids, sampler, cfg.batch_size, seed=cfg.seed + 1,
-                                    prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label, device=on_gpu,
-                                    labels="seeds", feature_rows=rows) \
-        if every_trainer_has_val else None      # else validation comes from the final inference only
-    meta = {"graph_name": name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
-            "partitions": partitions_digest(g),
-            "model": json.dumps({"dims": model.dims, "kind": "SAGE"}), "fanouts": json.dumps(cfg.fanouts),
-            "batch_size": cfg.batch_size, "seed": cfg.seed, "trainers": tc.Get_size()}
+        every_trainer_has = {k: tc.allreduce(int(len(ids) > 0), op=MPI.MIN) == 1
+                             for k, ids in (("val", val_ids), ("test", test_ids))}
 
-    ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, train_loader)
-    step, start_epoch, resumed_from = ckpt.start(cfg)
-    log = RunLog(cfg.run_dir, me == 0, append=resumed_from is not None, keep_before=start_epoch)
-    if me == 0:
-        print(f"hpcgnn train: {g}, {tc.Get_size()} trainer(s), backend {backend}, layout '{ctx.layout}', "
-              f"loader mode {train_loader.mode}, features {train_loader.task.feature_rows}, "
-              f"{len(train_loader)} steps/epoch"
-              + (f", resumed from {resumed_from} at step {step}" if resumed_from else ""), flush=True)
+    def eval_loader(ids, seed):
+        return DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=seed, prefetch=cfg.prefetch, feat=cfg.feat,
+                                  label=cfg.label, device=on_gpu, labels="seeds", feature_rows=rows)
+    val_loader = eval_loader(val_ids, cfg.seed + 1) if every_trainer_has["val"] else None
+    predict = _predict(style, device)
 
-    def train_step(b):
-        out = ddp(_model_input(b.x, device), b.edge_index.to(device, non_blocking=True),
-                  b.num_sampled_nodes, b.num_sampled_edges)
+    def checked(m, b):
+        return _forward(m, b, device, style)
+    checked = _first_step_checked(checked, cfg, tc, num_classes)
+
+    def loss_fn(m, b):
+        out = checked(m, b)
         y = b.y[: b.batch_size].long().to(device, non_blocking=True)
-        loss = F.cross_entropy(out, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss, (out.argmax(1) == y).sum(), b.batch_size
+        return F.cross_entropy(out, y), (out.argmax(1) == y).sum(), b.batch_size
 
-    stopped = False
-    epoch_rows = []
-    for epoch in range(start_epoch, cfg.epochs):
-        t_epoch = time.perf_counter()
-        timer.seconds = 0.0
-        r = run_steps(train_loader, train_step, tc, cfg, step, ckpt,
-                      bar=progress_bar(cfg, me == 0, len(train_loader), epoch))
-        step, stopped = r.step, r.stopped
-        if stopped and not r.epoch_complete:
-            break
-        st = train_loader.stats
-        tot = _allsum(tc, [r.loss_sum, r.correct, r.seen, st["sampled_edges"]])
-        slow = _allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], r.compute_s, timer.seconds,
-                               st["sample_s"], st["fetch_s"]], MPI.MAX)
-        row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
-               "val_acc": None, "epoch_s": slow[0], "steps": st["batches"],
-               "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9),
-               "wait_s": slow[1], "compute_s": slow[2], "allreduce_s": slow[3],
-               "sample_s": slow[4], "fetch_s": slow[5]}
-        if cfg.cache_bytes:         # of the feature rows held on other nodes, the share the cache served
-            c = _allsum(tc, [st["cache_hits"], st["cache_remote_lookups"]])
-            row["cache_hit_rate"] = c[0] / max(c[1], 1)
-        if val_loader is not None and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
-            c, n = _sampled_accuracy(model, val_loader, device)
-            c, n = _allsum(tc, [c, n])
-            row["val_acc"] = c / max(n, 1)
-        if me == 0:
-            print(json.dumps({"kind": "epoch", **row}), flush=True)
-        log.epoch(row)
-        epoch_rows.append(row)
-        if stopped:                 # stopped on the epoch's last step: closed, now stop
-            break
+    def evaluate(epoch):
+        return {"val_acc": trainer.accuracy(val_loader, predict) if val_loader is not None else None}
 
-    if stopped:
-        log.flush()
-        if me == 0:
-            print(stop_message("hpcgnn train", step, cfg), flush=True)
+    fit = trainer.fit(train_loader, loss_fn, epochs=cfg.epochs,
+                      evaluate=evaluate, eval_every=cfg.eval_every, describe=f"{g}, model {cfg.model}, features "
+                      f"{train_loader.task.feature_rows}")
+    if fit.stopped:
         ctx.finalize()
-        return {"stopped": True, "step": step, "model": model}
+        return {"stopped": True, "step": fit.step, "model": model}
 
     t0 = time.perf_counter()
+    if has_layers(model):
+        result = _layerwise_accuracy(model, g, cfg, tc, device, val_ids, test_ids)
+    else:                                        # sampled neighbourhoods, as in training
+        result = {"val_acc": trainer.accuracy(val_loader, predict) if val_loader is not None else None,
+                  "test_acc": trainer.accuracy(eval_loader(test_ids, cfg.seed + 2), predict)
+                  if every_trainer_has["test"] else None}
+    result["inference_s"] = time.perf_counter() - t0
+    result = trainer.finish(result)
+    if tc.Get_rank() == 0:
+        print_accuracies(result, "no labelled nodes in the set")
+    ctx.finalize()
+    result["model"] = model
+    result["epochs"] = fit.epochs
+    return result
+
+
+def _layerwise_accuracy(model, g, cfg, tc, device, val_ids, test_ids) -> dict:
+    """Collective: validation and test accuracy of layer-wise full-graph inference."""
     logits = layerwise_inference(model, g, cfg.feat, cfg.infer_batch_size, device=device)
     result = {}
     for key, ids in (("val_acc", val_ids), ("test_acc", test_ids)):
@@ -255,17 +263,6 @@ def run(cfg: TrainConfig) -> dict | None:
         c, n = _allsum(tc, [int((pred == y).sum()), len(ids)])
         result[key] = c / n if n else None          # no labelled node in that set: no score
     logits.free()
-    result["inference_s"] = time.perf_counter() - t0
-    if me == 0:
-        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(cfg.run_dir, "model.pt"))
-    result["steps"] = step
-    log.final(result)
-    if me == 0:
-        print(json.dumps({"kind": "final", **result}), flush=True)
-        print_accuracies(result, "no labelled nodes in the set")
-    ctx.finalize()
-    result["model"] = model
-    result["epochs"] = epoch_rows
     return result
 
 

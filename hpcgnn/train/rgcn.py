@@ -18,25 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
-import time
 
 import numpy as np
-import torch
 import torch.nn.functional as F
 
 from ..comm.agree import agreed
-from ..comm.mpi import LOCK, MPI
+from ..comm.mpi import LOCK
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (allreduce, allsum, check_run_dir, labelled_ids, labelled_mask, partitions_digest,
-                     pick_device, print_accuracies, run_or_exit, seed_all, settings_or_exit, start, wrap_ddp)
+from .common import (allsum, check_run_dir, labelled_ids, labelled_mask, print_accuracies, run_or_exit, seed_all,
+                     settings_or_exit, start)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
-from .loop import Checkpoints, progress_bar, run_steps, stop_message
-from .runlog import RunLog
+from .runtime import Trainer
 
 
 @dataclasses.dataclass
@@ -47,9 +43,11 @@ class RGCNConfig(TrainConfig):
     lr: float = 0.01
     seed_type: str = ""
     run_dir: str = "runs/rgcn"
+    model: str = "rgcn"
 
 
 RGCN_HELP = dict(HELP, seed_type="node type to classify (default: the type the label describes)",
+                 model="rgcn (SAGEConv per edge type) or rgat (GATConv per edge type, as MLPerf's GNN benchmark)",
                  fanouts="in-edges per node per edge type, per hop, seeds first, e.g. 10,10")
 
 
@@ -59,6 +57,8 @@ def parse_args(argv=None, prog: str = "rgcn.py") -> RGCNConfig:
     for name in ("epochs", "batch_size", "hidden"):
         if getattr(cfg, name) < 1:
             raise InputError(f"{prog}: {name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.model not in ("rgcn", "rgat"):
+        raise InputError(f"{prog}: model must be rgcn or rgat on a typed graph, got {cfg.model!r}")
     return cfg
 
 
@@ -129,24 +129,15 @@ def _every_trainer_some(tc, ids: np.ndarray):
     return every[tc.Get_rank()::tc.Get_size()]
 
 
-@torch.no_grad()
-def _accuracy(model, loader, g, cfg, device, tc) -> float:
-    model.eval()
-    correct = total = 0
-    for b in loader:
-        if b.extra.get("padding"):       # repeats this trainer's ids: counted once only
-            continue
+def _predict(g, cfg, device):
+    def predict(model, b):
         out, y = _forward(model, b, g, cfg, device)
-        correct += int((out.argmax(1) == y).sum())
-        total += len(y)
-    model.train()
-    c, n = allsum(tc, [correct, total])
-    return c / n if n else None
+        return out.argmax(1), y
+    return predict
 
 
 def run(cfg: RGCNConfig) -> dict | None:
     ctx, tc, g = start(cfg)
-    me = tc.Get_rank()
     seed_type, train_ids, val_ids, test_ids, in_dims = _setup(cfg, g, tc)
     num_classes = int(g.get_partition_config().get("num_classes") or 0)
     with agreed(tc):
@@ -154,10 +145,15 @@ def run(cfg: RGCNConfig) -> dict | None:
             raise InputError(f"{cfg.part_config}: num_classes is not set in the partition configuration")
     train_ids, val_ids, test_ids = labelled_ids(g, cfg, tc, num_classes, (train_ids, val_ids, test_ids))
     seed_all(cfg.seed)
-    model = RGCN(in_dims, g.ntypes, g.canonical_etypes, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout)
-    device = pick_device(cfg.device, ctx)
-    ddp, timer, backend = wrap_ddp(ctx, model, device, find_unused_parameters=True)
-    opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
+    model = RGCN(in_dims, g.ntypes, g.canonical_etypes, cfg.hidden, num_classes, cfg.num_layers, cfg.dropout,
+                 conv="gat" if cfg.model == "rgat" else "sage")
+    meta = {"fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
+            "seed_type": seed_type, "model_name": cfg.model}
+    trainer = Trainer(model, lr=cfg.lr, run_dir=cfg.run_dir, device=cfg.device, ctx=ctx,
+                      checkpoint_every=cfg.checkpoint_every, max_steps=cfg.max_steps, epoch_steps=cfg.epoch_steps,
+                      resume=cfg.resume, progress=cfg.progress, graph=g, meta=meta, find_unused_parameters=True,
+                      name="hpcgnn rgcn", lr_given="lr" in getattr(cfg, "given", {"lr"}))
+    device = trainer.device
     sampler = NeighborSampler(cfg.fanouts)
     feat = cfg.feat if cfg.feat in g.ndata else None
     on_gpu = device if device.type == "cuda" else None
@@ -170,68 +166,26 @@ def run(cfg: RGCNConfig) -> dict | None:
         evals[k] = None if ids is None else \
             DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=cfg.seed + 1 + i, prefetch=cfg.prefetch,
                                feat=feat, label=cfg.label, device=on_gpu)
-    meta = {"graph_name": g.graph_name, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
-            "partitions": partitions_digest(g), "model": json.dumps({"dims": model.dims, "kind": "RGCN"}),
-            "fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
-            "trainers": tc.Get_size(), "seed_type": seed_type}
-    ckpt = Checkpoints(tc, cfg.run_dir, meta, model, opt, loader)
-    step, start_epoch, resumed = ckpt.start(cfg)
-    log = RunLog(cfg.run_dir, me == 0, append=resumed is not None, keep_before=start_epoch)
-    if me == 0:
-        print(f"hpcgnn rgcn: {g}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, seeds {seed_type}, "
-              f"{tc.Get_size()} trainer(s), backend {backend}, loader mode {loader.mode}, "
-              f"{len(loader)} steps/epoch" + (f", resumed from {resumed} at step {step}" if resumed else ""),
-              flush=True)
+    predict = _predict(g, cfg, device)
 
-    def train_step(b):
-        out, y = _forward(ddp, b, g, cfg, device)
-        loss = F.cross_entropy(out, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss, (out.argmax(1) == y).sum(), len(y)
+    def loss_fn(m, b):
+        out, y = _forward(m, b, g, cfg, device)
+        return F.cross_entropy(out, y), (out.argmax(1) == y).sum(), len(y)
 
-    stopped, rows = False, []
-    for epoch in range(start_epoch, cfg.epochs):
-        t_epoch = time.perf_counter()
-        timer.seconds = 0.0
-        r = run_steps(loader, train_step, tc, cfg, step, ckpt,
-                      bar=progress_bar(cfg, me == 0, len(loader), epoch))
-        step, stopped = r.step, r.stopped
-        if stopped and not r.epoch_complete:
-            break
-        st = loader.stats
-        tot = allsum(tc, [r.loss_sum, r.correct, r.seen])
-        slow = allreduce(tc, [time.perf_counter() - t_epoch, st["wait_s"], r.compute_s, timer.seconds], MPI.MAX)
-        row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1), "train_acc": tot[1] / max(tot[2], 1),
-               "val_acc": None, "epoch_s": slow[0], "steps": st["batches"], "wait_s": slow[1],
-               "compute_s": slow[2], "allreduce_s": slow[3]}
-        if cfg.cache_bytes:         # of the feature rows held on other nodes, the share the cache served
-            c = allsum(tc, [st["cache_hits"], st["cache_remote_lookups"]])
-            row["cache_hit_rate"] = c[0] / max(c[1], 1)
-        if evals["val_acc"] is not None and cfg.eval_every > 0 and (epoch + 1) % cfg.eval_every == 0:
-            row["val_acc"] = _accuracy(model, evals["val_acc"], g, cfg, device, tc)
-        if me == 0:
-            print(json.dumps({"kind": "epoch", **row}), flush=True)
-        log.epoch(row)
-        rows.append(row)
-        if stopped:                 # stopped on the epoch's last step: closed, now stop
-            break
-    if stopped:
-        log.flush()
-        if me == 0:
-            print(stop_message("hpcgnn rgcn", step, cfg), flush=True)
+    def evaluate(epoch):
+        return {"val_acc": None if evals["val_acc"] is None else trainer.accuracy(evals["val_acc"], predict)}
+
+    fit = trainer.fit(loader, loss_fn, epochs=cfg.epochs, evaluate=evaluate, eval_every=cfg.eval_every,
+                      describe=f"{g}, model {cfg.model}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, "
+                      f"seeds {seed_type}")
+    if fit.stopped:
         ctx.finalize()
-        return {"stopped": True, "step": step, "model": model}
-    result = {k: None if ld is None else _accuracy(model, ld, g, cfg, device, tc) for k, ld in evals.items()}
-    result["steps"] = step
-    log.final(result)
-    if me == 0:
-        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, os.path.join(cfg.run_dir, "model.pt"))
-        print(json.dumps({"kind": "final", **result}), flush=True)
+        return {"stopped": True, "step": fit.step, "model": model}
+    result = trainer.finish({k: None if ld is None else trainer.accuracy(ld, predict) for k, ld in evals.items()})
+    if tc.Get_rank() == 0:
         print_accuracies(result, "fewer labelled nodes in the set than trainers")
     ctx.finalize()
-    result.update(model=model, epochs=rows)
+    result.update(model=model, epochs=fit.epochs)
     return result
 
 

@@ -1,0 +1,137 @@
+"""Per-layer message-flow blocks that stock PyG layers aggregate with one sparse
+product (``MiniBatch.adjs``).
+
+A sampled batch holds its edges hop by hop: the edges of hop ``h`` point into the
+nodes first reached at hop ``h-1`` (local ids ``[ncum[h-1], ncum[h])``).  Sorted by
+destination, the edges into the first ``ncum[h]`` nodes are therefore exactly the
+edges of hops ``1..h``, a prefix.  One compiled pass (``hpcgnn._ext.build_csr``)
+builds the CSR of the whole batch; layer ``i`` of an ``L``-layer model
+(``h = L - i`` hops) is then a view of its first ``ncum[h] + 1`` row pointers and
+the column ids they cover: no copy per layer, no per-edge Python.
+
+Each entry of ``adjs`` unpacks as PyG's classic ``NeighborSampler`` pair
+``(adj_t, size)``: ``adj_t`` is a ``torch.sparse_csr`` matrix ``[num_dst, num_src]``
+(row = destination) that ``SAGEConv``, ``GraphConv``, ``GINConv``, ``GCNConv`` (with
+``normalize=False``; see :meth:`LayerAdj.gcn_norm`) ... take in place of
+``edge_index``, and ``size = (num_src, num_dst)``; the destinations are the first
+``num_dst`` sources, so a layer is ``conv((x, x[:num_dst]), adj_t)``.  Layers that
+need the edges themselves (``GATConv``, ``GATv2Conv``, ``TransformerConv``) take
+``adj.edge_index`` (``[2, E]``, sorted by destination) and ``adj.e_id``.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from .. import _ext
+
+
+class LayerAdj(tuple):
+    """One layer's bipartite graph.  Unpacks as ``(adj_t, size)``; also carries
+    ``edge_index`` (``[2, E]`` local ids, row 0 the source, sorted by destination),
+    ``e_id`` (the edges' global ids) and ``num_src`` / ``num_dst``."""
+
+    def __new__(cls, adj_t, size, edge_index, e_id):
+        self = tuple.__new__(cls, (adj_t, size))
+        self.edge_index, self.e_id = edge_index, e_id
+        return self
+
+    @property
+    def adj_t(self) -> torch.Tensor:
+        return self[0]
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self[1]
+
+    @property
+    def num_src(self) -> int:
+        return self[1][0]
+
+    @property
+    def num_dst(self) -> int:
+        return self[1][1]
+
+    def to(self, device, non_blocking: bool = False) -> "LayerAdj":
+        """The same layer on ``device``."""
+        return LayerAdj(self[0].to(device, non_blocking=non_blocking), self[1],
+                        self.edge_index.to(device, non_blocking=non_blocking), self.e_id)
+
+    def gcn_norm(self, add_self_loops: bool = True) -> torch.Tensor:
+        """``adj_t`` with GCN's symmetric weights ``1 / sqrt(deg_dst * deg_src)``
+        counted within this layer (DGL's ``GraphConv(norm='both')`` on a block), with
+        a self-loop per destination when ``add_self_loops``: what
+        ``GCNConv(..., normalize=False, add_self_loops=False)`` aggregates."""
+        crow, col = self[0].crow_indices(), self[0].col_indices()
+        nd, ns = self.num_dst, self.num_src
+        if add_self_loops:
+            crow, col = _with_self_loops(crow, col, nd)
+        deg_d = (crow[1:] - crow[:-1]).clamp_(min=1).to(self[0].dtype)
+        deg_s = torch.bincount(col, minlength=ns).clamp_(min=1).to(self[0].dtype)
+        row = torch.repeat_interleave(torch.arange(nd, device=col.device), crow[1:] - crow[:-1])
+        val = deg_d.rsqrt()[row] * deg_s.rsqrt()[col]
+        return _csr(crow, col, val, nd, ns)
+
+    def __repr__(self) -> str:
+        return f"LayerAdj(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.edge_index.shape[1]})"
+
+
+def _with_self_loops(crow: torch.Tensor, col: torch.Tensor, nd: int):
+    """Row pointers and columns with ``d -> d`` appended to every row ``d``."""
+    new_crow = crow + torch.arange(nd + 1, device=crow.device)
+    out = torch.empty(col.numel() + nd, dtype=col.dtype, device=col.device)
+    loops = new_crow[1:] - 1                       # the last slot of each row
+    keep = torch.ones(out.numel(), dtype=torch.bool, device=col.device)
+    keep[loops] = False
+    out[keep] = col
+    out[loops] = torch.arange(nd, dtype=col.dtype, device=col.device)
+    return new_crow, out
+
+
+def _csr(crow, col, values, rows: int, cols: int) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # "sparse CSR support is in beta"
+        return torch.sparse_csr_tensor(crow, col, values, size=(rows, cols), check_invariants=False)
+
+
+def _cumsum(counts) -> list[int]:
+    out = [0]
+    for c in counts:
+        out.append(out[-1] + int(c))
+    return out
+
+
+def build_adjs(edge_index: torch.Tensor, e_id: torch.Tensor, num_sampled_nodes, num_sampled_edges,
+               dtype=torch.float32) -> list[LayerAdj]:
+    """Independent: the per-layer blocks of a sampled batch, outermost layer first
+    (see the module docstring).  Edges not sorted by destination (typed sampling)
+    are sorted once, stably (the hop prefixes survive the sort)."""
+    ncum, ecum = _cumsum(num_sampled_nodes), _cumsum(num_sampled_edges)
+    L = len(num_sampled_edges)
+    n_rows, n_all, E = ncum[L], ncum[-1], ecum[L]
+    src, dst = edge_index[0, :E].contiguous(), edge_index[1, :E].contiguous()
+    indptr = np.empty(n_rows + 1, np.int64)
+    cols = np.empty(E, np.int64)
+    rc = _ext.build_csr(src.numpy(), dst.numpy(), n_rows, n_all, False, indptr, cols)
+    order = None
+    if rc != 0:                                  # not sorted by destination (or ids out of range)
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
+        rc = _ext.build_csr(src.numpy(), dst.numpy(), n_rows, n_all, False, indptr, cols)
+        if rc != 0:
+            raise ValueError(f"MiniBatch.adjs: edge_index holds ids outside the batch's {n_all} nodes "
+                             f"(or edges of hop h not into the nodes of hop h-1)")
+    crow, col = torch.from_numpy(indptr), torch.from_numpy(cols)
+    ones = torch.ones(E, dtype=dtype)
+    ei = edge_index[:, :E] if order is None else torch.stack([src, dst])
+    eid = e_id[:E] if order is None else e_id[:E][order]
+    out = []
+    for i in range(L):
+        hops = L - i
+        nd, ns = ncum[hops], ncum[hops + 1]
+        m = int(indptr[nd])
+        adj = _csr(crow[: nd + 1], col[:m], ones[:m], nd, ns)
+        out.append(LayerAdj(adj, (ns, nd), ei[:, :m], eid[:m]))
+    return out

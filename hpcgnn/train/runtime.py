@@ -1,0 +1,240 @@
+"""The model-agnostic training runtime: any ``torch.nn.Module``, any loader of
+hpcgnn batches, a loss (or step) function.
+
+:class:`Trainer` gives every training script what ``hpcgnn train`` has: DDP between
+the trainers (gloo on CPUs, NCCL on GPUs) bootstrapped from MPI, the run directory
+locked for the job, checkpoints every N steps and on SIGUSR1/SIGTERM with a bitwise
+resume (model, optimizer, RNG states, loader position, distributed tables),
+``max_steps``/``epoch_steps``, a per-epoch JSON line on stdout plus ``log.jsonl``,
+``metrics.csv`` and ``curve.png``, a progress bar, and periodic evaluation.  It
+knows nothing about the model: the three built-in tasks (node classification, link
+prediction, R-GCN) are clients of it, as a user's script is::
+
+    trainer = Trainer(model, lr=0.003, run_dir="runs/gat")
+    def loss_fn(model, b):
+        out = model(b.x, b.adjs)
+        return F.cross_entropy(out, b.y[: b.batch_size].long())
+    trainer.fit(loader, loss_fn, epochs=3,
+                evaluate=lambda epoch: {"val_acc": trainer.accuracy(val_loader, predict)})
+    trainer.finish({"test_acc": trainer.accuracy(test_loader, predict)})
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable
+
+import torch
+
+from ..comm.agree import agreed
+from ..comm.mpi import LOCK, MPI
+from ..errors import InputError
+from ..launch import current_context
+from .common import allreduce, allsum, check_run_dir, partitions_digest, pick_device, wrap_ddp
+from .loop import Checkpoints, progress_bar, run_steps, stop_message
+from .runlog import RunLog
+
+#: the loader statistics an epoch row reports (the slowest trainer's)
+_TIMES = ("wait_s", "sample_s", "fetch_s")
+
+
+@dataclass
+class FitResult:
+    """What :meth:`Trainer.fit` did: ``epochs`` (the rows logged), ``step`` (optimizer
+    steps in total, resumed ones included), ``stopped`` (a signal or ``max_steps``
+    ended the run; a checkpoint was written), ``resumed_from`` (the checkpoint)."""
+    epochs: list = field(default_factory=list)
+    step: int = 0
+    stopped: bool = False
+    resumed_from: str | None = None
+
+
+class Trainer:
+    """Collective over the trainers (create it on every trainer, with the same
+    settings).  ``model``: any ``nn.Module``; it is moved to ``device`` (``auto``: a
+    GPU per trainer when CUDA is available, else the CPU) and wrapped in DDP
+    (:attr:`ddp`).  ``optimizer``: an optimizer over the model's parameters, a
+    callable ``params -> optimizer``, or None for Adam with ``lr``.  ``meta``: what
+    a checkpoint must match to be resumed (with the model's class and parameter
+    shapes, the trainer count and, given ``graph``, its partitioning); ``tensors``:
+    distributed tables (``DistEmbedding.weight``, optimizer state) saved with each
+    checkpoint.  ``name``: how messages start (``hpcgnn train``)."""
+
+    def __init__(self, model: torch.nn.Module, optimizer=None, *, lr: float = 0.003, run_dir: str = "runs/train",
+                 device: str = "auto", ctx=None, checkpoint_every: int = 0, max_steps: int = 0,
+                 epoch_steps: int = 0, resume: bool = False, progress: str = "auto", graph=None,
+                 find_unused_parameters: bool = False, meta: dict | None = None, tensors: dict | None = None,
+                 name: str = "hpcgnn train", lr_given: bool = True):
+        ctx = ctx or current_context()
+        if ctx is None or not ctx.is_trainer:
+            raise InputError(f"{name}: Trainer runs on trainer ranks, after hpcgnn.initialize(...)")
+        self.ctx, self.tc, self.name = ctx, ctx.trainer_comm, name
+        self.model, self.run_dir = model, run_dir
+        self.settings = SimpleNamespace(checkpoint_every=int(checkpoint_every), max_steps=int(max_steps),
+                                        epoch_steps=int(epoch_steps), resume=bool(resume), lr=lr,
+                                        progress=progress, given={"lr"} if lr_given else set())
+        with agreed(self.tc):
+            if progress not in ("auto", "on", "off"):
+                raise InputError(f"{name}: progress must be auto, on or off, got {progress!r}")
+            if self.tc.Get_rank() == 0:
+                check_run_dir(run_dir)
+        self.device = pick_device(device, ctx)
+        self.ddp, self.timer, self.backend = wrap_ddp(ctx, model, self.device, find_unused_parameters)
+        if optimizer is None:
+            optimizer = torch.optim.Adam(self.ddp.parameters(), lr=lr)
+        elif callable(optimizer) and not isinstance(optimizer, torch.optim.Optimizer):
+            optimizer = optimizer(self.ddp.parameters())
+        self.optimizer = optimizer
+        self.meta = {"model": _model_signature(model), "trainers": self.tc.Get_size(), **(meta or {})}
+        if graph is not None:
+            self.meta.setdefault("graph_name", graph.graph_name)
+            self.meta.setdefault("num_nodes", graph.num_nodes())
+            self.meta.setdefault("num_edges", graph.num_edges())
+            self.meta.setdefault("partitions", partitions_digest(graph))
+        self.tensors = tensors
+        self.log: RunLog | None = None
+        self.result = FitResult()
+        self._accuracy_given = True     # loss_fn returned (loss, correct, count)
+
+    @property
+    def rank(self) -> int:
+        """This trainer's rank among the trainers."""
+        return self.tc.Get_rank()
+
+    def allsum(self, values) -> list[float]:
+        """Collective over the trainers: ``values`` summed over every trainer."""
+        return [float(v) for v in allsum(self.tc, values)]
+
+    def say(self, text: str) -> None:
+        """Trainer 0 prints ``name: text``."""
+        if self.rank == 0:
+            print(f"{self.name}: {text}", flush=True)
+
+    def fit(self, loader, loss_fn: Callable | None = None, *, epochs: int = 1, step_fn: Callable | None = None,
+            evaluate: Callable | None = None, eval_every: int = 1, describe: str = "") -> FitResult:
+        """Collective over the trainers: train ``epochs`` epochs of ``loader`` (an
+        hpcgnn loader; a resumed run continues where its checkpoint stopped).
+
+        ``loss_fn(ddp_model, batch)`` returns the loss, or ``(loss, correct, count)``
+        for a training accuracy in the epoch rows; the runtime zeroes the gradients,
+        runs the backward pass and the optimizer step.  ``step_fn(batch) -> (loss,
+        correct, count)`` instead does all of a step itself (several optimizers,
+        sparse updates).  ``evaluate(epoch) -> dict`` (collective; e.g.
+        ``{"val_acc": ...}``) runs every ``eval_every`` epochs and its values join the
+        epoch's row.  ``describe``: words for the start line."""
+        if (loss_fn is None) == (step_fn is None):
+            raise InputError(f"{self.name}: fit takes a loss_fn or a step_fn (one of them)")
+        step_fn = step_fn or self._default_step(loss_fn)
+        ckpt = Checkpoints(self.tc, self.run_dir, self.meta, self.model, self.optimizer, loader,
+                           tensors=self.tensors)
+        step, start_epoch, resumed = ckpt.start(self.settings)
+        self.log = RunLog(self.run_dir, self.rank == 0, append=resumed is not None, keep_before=start_epoch)
+        self.say(f"{describe + ', ' if describe else ''}{self.tc.Get_size()} trainer(s), backend {self.backend}, "
+                 f"layout '{self.ctx.layout}', loader mode {loader.mode}, {len(loader)} steps/epoch"
+                 + (f", resumed from {resumed} at step {step}" if resumed else ""))
+        res = FitResult(step=step, resumed_from=resumed)
+        for epoch in range(start_epoch, epochs):
+            t_epoch = time.perf_counter()
+            self.timer.seconds = 0.0
+            r = run_steps(loader, step_fn, self.tc, self.settings, res.step, ckpt,
+                          bar=progress_bar(self.settings, self.rank == 0, len(loader), epoch))
+            res.step, res.stopped = r.step, r.stopped
+            if res.stopped and not r.epoch_complete:
+                break
+            row = self._epoch_row(epoch, loader.stats, r, time.perf_counter() - t_epoch)
+            if evaluate is not None and eval_every > 0 and (epoch + 1) % eval_every == 0:
+                row.update(evaluate(epoch))
+            if self.rank == 0:
+                print(json.dumps({"kind": "epoch", **row}), flush=True)
+            self.log.epoch(row)
+            res.epochs.append(row)
+            if res.stopped:             # stopped on the epoch's last step: closed, now stop
+                break
+        if res.stopped:
+            self.log.flush()
+            if self.rank == 0:
+                print(stop_message(self.name, res.step, self.settings), flush=True)
+        self.result = res
+        return res
+
+    def _default_step(self, loss_fn: Callable) -> Callable:
+        def step(b):
+            out = loss_fn(self.ddp, b)
+            self._accuracy_given = isinstance(out, tuple)
+            loss, correct, count = out if self._accuracy_given else (out, 0, _batch_count(b))
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            return loss, correct, count
+        return step
+
+    def _epoch_row(self, epoch: int, st: dict, r, seconds: float) -> dict:
+        tot = allsum(self.tc, [r.loss_sum, r.correct, r.seen, st.get("sampled_edges", 0)])
+        slow = allreduce(self.tc, [seconds, r.compute_s, self.timer.seconds] + [st.get(k, 0.0) for k in _TIMES],
+                         MPI.MAX)
+        row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1),
+               "train_acc": tot[1] / max(tot[2], 1) if self._accuracy_given else None,
+               "epoch_s": slow[0], "steps": st.get("batches", 0),
+               "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9), "compute_s": slow[1], "allreduce_s": slow[2]}
+        row.update(zip(_TIMES, slow[3:]))
+        if st.get("cache_remote_lookups"):     # of the feature rows held on other hosts, the share the cache served
+            c = allsum(self.tc, [st["cache_hits"], st["cache_remote_lookups"]])
+            row["cache_hit_rate"] = c[0] / max(c[1], 1)
+        return row
+
+    @torch.no_grad()
+    def accuracy(self, loader, predict: Callable) -> float | None:
+        """Collective over the trainers: the share of right answers over ``loader``'s
+        batches (padding batches, which repeat a trainer's ids, counted once), where
+        ``predict(model, batch) -> (predicted classes, true classes)``; None when no
+        trainer had a batch."""
+        was = self.model.training
+        self.model.eval()
+        right = total = 0
+        for b in loader:
+            if b.extra.get("padding"):
+                continue
+            pred, y = predict(self.model, b)
+            right += int((pred.to(y.device) == y).sum())
+            total += len(y)
+        self.model.train(was)
+        c, n = allsum(self.tc, [right, total])
+        return float(c / n) if n else None
+
+    def finish(self, result: dict, save_model: bool = True) -> dict:
+        """Collective over the trainers: log the final ``result`` (``log.jsonl`` and a
+        ``{"kind": "final", ...}`` line on stdout), and save the model's
+        ``state_dict`` to ``run_dir/model.pt`` (trainer 0).  Returns ``result``."""
+        if self.log is None:
+            self.log = RunLog(self.run_dir, self.rank == 0, append=True)
+        result = {**result, "steps": self.result.step}
+        if self.rank == 0 and save_model:
+            torch.save({k: v.cpu() for k, v in self.model.state_dict().items()},
+                       os.path.join(self.run_dir, "model.pt"))
+        self.log.final(result)
+        if self.rank == 0:
+            print(json.dumps({"kind": "final", **result}), flush=True)
+        return result
+
+    def close(self) -> None:
+        """Collective: end the launch (``ctx.finalize()``: servers and samplers exit)."""
+        with LOCK:
+            self.tc.Barrier()
+        self.ctx.finalize()
+
+
+def _batch_count(b) -> int:
+    label = getattr(b, "edge_label", None)
+    return len(label) if label is not None else int(getattr(b, "batch_size", 1))
+
+
+def _model_signature(model: torch.nn.Module) -> str:
+    """The model's class and parameter shapes: a checkpoint of another model is
+    refused on resume."""
+    shapes = {k: list(v.shape) for k, v in model.state_dict().items()}
+    return json.dumps({"class": f"{type(model).__module__}.{type(model).__qualname__}", "shapes": shapes},
+                      sort_keys=True)
+

@@ -1,0 +1,162 @@
+"""DGL's names in ``hpcgnn.distributed`` / ``hpcgnn.dataloading``, with DGL's
+argument orders (single process: a standalone DistGraph)."""
+import inspect
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import hpcgnn.dataloading as dataloading
+import hpcgnn.distributed as dist
+import hpcgnn.graph
+import hpcgnn.sampling
+from hpcgnn.datasets import generate_graph
+from hpcgnn.errors import InputError
+
+pytest.importorskip("hpcgnn._ext")
+
+# leading positional parameters of DGL's functions (dgl 1.x), in DGL's order
+DGL_ORDER = {
+    dist.initialize: ["ip_config"],
+    dist.DistGraph: ["graph_name", "gpb", "part_config"],
+    dist.DistTensor: ["shape", "dtype", "name", "init_func", "part_policy", "persistent"],
+    dist.DistEmbedding: ["num_embeddings", "embedding_dim", "name", "init_func", "part_policy"],
+    dist.node_split: ["nodes", "partition_book", "ntype", "rank", "force_even", "node_trainer_ids"],
+    dist.edge_split: ["edges", "partition_book", "etype", "rank", "force_even", "edge_trainer_ids"],
+    dist.sample_neighbors: ["g", "nodes", "fanout", "edge_dir", "prob", "exclude_edges", "replace"],
+    dist.partition_graph: ["g", "graph_name", "num_parts", "out_path", "num_hops", "part_method",
+                           "balance_ntypes", "balance_edges", "return_mapping"],
+    dist.load_partition: ["part_config", "part_id", "load_feats"],
+    dist.load_partition_book: ["part_config", "part_id"],
+    dist.PartitionPolicy: ["policy_str", "partition_book"],
+    dist.optim.SparseAdagrad: ["params", "lr"],
+    dist.optim.SparseAdam: ["params", "lr", "betas", "eps"],
+    dist.DistNodeDataLoader: ["g", "nids", "graph_sampler", "device"],
+    dist.DistEdgeDataLoader: ["g", "eids", "graph_sampler", "device"],
+    dataloading.NeighborSampler: ["fanouts", "edge_dir", "prob", "mask", "replace"],
+    dataloading.MultiLayerFullNeighborSampler: ["num_layers", "edge_dir", "prob", "mask"],
+    dataloading.negative_sampler.Uniform: ["k"],
+}
+
+
+def _positional(f):
+    sig = inspect.signature(f)
+    return [p.name for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
+
+
+@pytest.mark.parametrize("f", list(DGL_ORDER), ids=lambda f: f.__qualname__)
+def test_dgl_argument_order(f):
+    want = DGL_ORDER[f]
+    assert _positional(f)[:len(want)] == want
+
+
+def test_names_exist_and_are_hpcgnns():
+    for name in ("initialize", "exit_client", "DistGraph", "DistTensor", "DistEmbedding", "node_split",
+                 "edge_split", "sample_neighbors", "DistNodeDataLoader", "DistEdgeDataLoader", "partition_graph",
+                 "load_partition", "load_partition_book", "PartitionPolicy", "GraphPartitionBook",
+                 "SparseAdagrad", "SparseAdam"):
+        assert hasattr(dist, name), name
+    for name in ("NeighborSampler", "MultiLayerNeighborSampler", "MultiLayerFullNeighborSampler",
+                 "DistNodeDataLoader", "DistEdgeDataLoader", "NodeDataLoader", "EdgeDataLoader"):
+        assert hasattr(dataloading, name), name
+    assert dist.DistTensor is hpcgnn.graph.DistTensor          # g.ndata[...] values are dist.DistTensor
+    assert dist.optim.SparseAdam is dist.SparseAdam is hpcgnn.graph.SparseAdam
+    assert issubclass(dist.DistGraph, hpcgnn.graph.DistGraph)
+    assert issubclass(dataloading.NeighborSampler, hpcgnn.sampling.NeighborSampler)
+    assert dataloading.negative_sampler.PerSourceUniform(2).k == 2
+
+
+def test_fanouts_in_dgl_order():
+    s = dataloading.NeighborSampler([25, 10])                   # input layer first: the seeds' hop takes 10
+    assert s.fanouts == [10, 25] and s.dgl_fanouts == [25, 10]
+    assert dataloading.MultiLayerNeighborSampler([5, 3, 2]).fanouts == [2, 3, 5]
+    assert hpcgnn.sampling.MultiLayerNeighborSampler([25, 10]).fanouts == s.fanouts
+    full = dataloading.MultiLayerFullNeighborSampler(3)
+    assert full.fanouts == [-1, -1, -1]
+    w = dataloading.NeighborSampler([4, 2], "in", "weight")     # DGL's third argument is prob
+    assert w.prob == "weight" and not w.replace
+    assert dataloading.NeighborSampler([4], mask="m").prob == "m"
+    for bad in (dict(prob="a", mask="b"), dict(prefetch_node_feats=["feat"]), dict(output_device="cuda:0")):
+        with pytest.raises(InputError):
+            dataloading.NeighborSampler([2], **bad)
+    with pytest.raises(InputError, match="num_layers"):
+        dataloading.MultiLayerFullNeighborSampler(0)
+
+
+def test_initialize_refuses_a_layout_given_as_ip_config():
+    with pytest.raises(InputError, match="layout="):
+        dist.initialize("servers=1,trainers=1")
+
+
+@pytest.fixture(scope="module")
+def parted(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("dglport"))
+    raw = os.path.join(tmp, "g.h5")
+    generate_graph(raw, None, 600, 6, 4, 3, seed=2, edge_feat=True, name="g", overwrite=True)
+    # DGL's order: (g, graph_name, num_parts, out_path, ...), the mapping returned as DGL does
+    nmap, emap = dist.partition_graph(raw, "g", 2, os.path.join(tmp, "parts"), return_mapping=True,
+                                      balance_ntypes="train_mask", overwrite=True)
+    return raw, os.path.join(tmp, "parts", "g.json"), nmap, emap
+
+
+def test_partition_graph_and_load_partition_as_dgl(parted):
+    raw, cfg, nmap, emap = parted
+    assert sorted(nmap.tolist()) == list(range(600)) and nmap.dtype == torch.int64
+    assert sorted(emap.tolist()) == list(range(len(emap)))
+    part, nfeat, efeat, gpb, name, ntypes, etypes = dist.load_partition(cfg, 1)
+    assert name == "g" and ntypes == {"_N": 0} and len(etypes) == 1
+    assert gpb.num_partitions() == 2 and gpb.partid == 1
+    assert nfeat["_N/feat"].shape == (part.num_inner_nodes, 4)
+    assert torch.equal(nfeat["_N/feat"], torch.from_numpy(part.node_feats["feat"]))
+    assert np.array_equal(nmap[part.node_start:part.node_end].numpy(), part.orig_nid)
+    assert "_E/weight" in efeat and len(efeat["_E/weight"]) == part.num_edges
+    assert dist.load_partition(cfg, 0, load_feats=False)[1] == {}
+    book, name, nt, et = dist.load_partition_book(cfg, 0)
+    assert book.partid == 0 and name == "g" and nt == ntypes
+    with pytest.raises(InputError, match="balance_ntypes"):
+        dist.partition_graph(raw, "g", 2, os.path.dirname(cfg), balance_ntypes=torch.zeros(600, dtype=torch.bool))
+    with pytest.raises(InputError, match="raw format"):
+        dist.partition_graph(object(), "g", 2, os.path.dirname(cfg))
+
+
+def test_standalone_loop_in_dgl_spelling(parted):
+    _, cfg, _, _ = parted
+    with pytest.raises(InputError, match="gpb"):
+        dist.DistGraph("g", cfg)                                 # DGL's second argument is the book
+    g = dist.DistGraph("g", part_config=cfg)
+    try:
+        assert g.rank() == 0
+        train_nid = dist.node_split(g.ndata["train_mask"])
+        assert dist.node_split(g.ndata["train_mask"], g.get_partition_book(), "_N").tolist() == train_nid.tolist()
+        sampler = dataloading.MultiLayerNeighborSampler([1, 3])     # the seeds' hop draws up to 3
+        loader = dataloading.NodeDataLoader(g, train_nid, sampler, "cpu", batch_size=16, shuffle=True,
+                                            queue_size=1)
+        assert loader.prefetch == 1
+        n = 0
+        for input_nodes, seeds, blocks in loader:
+            x = g.ndata["feat"][input_nodes]
+            assert x.shape[0] == len(input_nodes) and len(seeds) <= 16
+            assert len(blocks) == 2 and blocks[-1].num_dst_nodes() == len(seeds)
+            hop1 = blocks[-1].edge_index.shape[1]
+            assert 0 < hop1 <= 3 * len(seeds)
+            hop1_nodes = blocks[-1].num_src_nodes() - len(seeds)
+            assert blocks[0].edge_index.shape[1] - hop1 <= hop1_nodes      # then 1 per node
+            n += 1
+        assert n == len(loader) > 0
+        first = next(iter(loader))
+        assert first.x is None and first.y is None                     # DGL's loaders read no features
+        with_x = dataloading.NodeDataLoader(g, train_nid, sampler, batch_size=16, feat="feat", label="label")
+        assert next(iter(with_x)).x is not None
+        e = dist.sample_neighbors(g, train_nid[:5], 2, "in", None, None, True)    # DGL's order: replace last
+        assert len(e.src) == 10
+        with pytest.raises(InputError, match="exclude_edges"):
+            dist.sample_neighbors(g, train_nid[:5], 2, exclude_edges=[0])
+        eids = np.arange(0, g.num_edges(), 7)
+        el = dist.DistEdgeDataLoader(g, eids, dataloading.NeighborSampler([2]), batch_size=32,
+                                     negative_sampler=dataloading.negative_sampler.Uniform(1), exclude="self")
+        b = next(iter(el))
+        assert b.edge_label_index.shape == (2, 64)
+    finally:
+        g.context.finalize()
