@@ -197,7 +197,7 @@ def run(cfg: TrainConfig) -> dict | None:
             "model_name": cfg.model}
     trainer = Trainer(model, lr=cfg.lr, run_dir=cfg.run_dir, device=cfg.device, ctx=ctx,
                       checkpoint_every=cfg.checkpoint_every, max_steps=cfg.max_steps, epoch_steps=cfg.epoch_steps,
-                      resume=cfg.resume, progress=cfg.progress, graph=g, meta=meta,
+                      resume=cfg.resume, progress=cfg.progress, graph=g, meta=meta, name="hpcgnn train",
                       lr_given="lr" in getattr(cfg, "given", {"lr"}))
     device = trainer.device
     sampler = NeighborSampler(cfg.fanouts)

@@ -61,13 +61,13 @@ class Trainer:
     a checkpoint must match to be resumed (with the model's class and parameter
     shapes, the trainer count and, given ``graph``, its partitioning); ``tensors``:
     distributed tables (``DistEmbedding.weight``, optimizer state) saved with each
-    checkpoint.  ``name``: how messages start (``hpcgnn train``)."""
+    checkpoint.  ``name``: how trainer 0's messages start."""
 
     def __init__(self, model: torch.nn.Module, optimizer=None, *, lr: float = 0.003, run_dir: str = "runs/train",
                  device: str = "auto", ctx=None, checkpoint_every: int = 0, max_steps: int = 0,
                  epoch_steps: int = 0, resume: bool = False, progress: str = "auto", graph=None,
                  find_unused_parameters: bool = False, meta: dict | None = None, tensors: dict | None = None,
-                 name: str = "hpcgnn train", lr_given: bool = True):
+                 name: str = "hpcgnn", lr_given: bool = True):
         ctx = ctx or current_context()
         if ctx is None or not ctx.is_trainer:
             raise InputError(f"{name}: Trainer runs on trainer ranks, after hpcgnn.initialize(...)")
