@@ -59,19 +59,28 @@ class LayerAdj(tuple):
         return LayerAdj(self[0].to(device, non_blocking=non_blocking), self[1],
                         self.edge_index.to(device, non_blocking=non_blocking), self.e_id)
 
-    def gcn_norm(self, add_self_loops: bool = True) -> torch.Tensor:
-        """``adj_t`` with GCN's symmetric weights ``1 / sqrt(deg_dst * deg_src)``
-        counted within this layer (DGL's ``GraphConv(norm='both')`` on a block), with
-        a self-loop per destination when ``add_self_loops``: what
-        ``GCNConv(..., normalize=False, add_self_loops=False)`` aggregates."""
+    def gcn_norm(self, add_self_loops: bool = True, norm: str = "right") -> torch.Tensor:
+        """``adj_t`` with GCN's weights and a self-loop per destination (when
+        ``add_self_loops``), what ``GCNConv(..., normalize=False, add_self_loops=False)``
+        aggregates.  ``norm="right"``: ``1 / deg_dst``, the mean over a destination's
+        row (``D^-1 (A + I)``; DGL's ``GraphConv(norm='right')``): a row's weights
+        depend on that row alone, so layer-wise inference does not depend on which
+        nodes share a batch.  ``norm="both"``: ``1 / sqrt(deg_dst * deg_src)`` with
+        both degrees counted within this block (DGL's ``GraphConv(norm='both')`` on a
+        block), which do."""
+        if norm not in ("right", "both"):
+            raise ValueError(f"gcn_norm: norm must be 'right' or 'both', got {norm!r}")
         crow, col = self[0].crow_indices(), self[0].col_indices()
         nd, ns = self.num_dst, self.num_src
         if add_self_loops:
             crow, col = _with_self_loops(crow, col, nd)
-        deg_d = (crow[1:] - crow[:-1]).clamp_(min=1).to(self[0].dtype)
-        deg_s = torch.bincount(col, minlength=ns).clamp_(min=1).to(self[0].dtype)
-        row = torch.repeat_interleave(torch.arange(nd, device=col.device), crow[1:] - crow[:-1])
-        val = deg_d.rsqrt()[row] * deg_s.rsqrt()[col]
+        counts = crow[1:] - crow[:-1]
+        deg_d = counts.clamp(min=1).to(self[0].dtype)
+        if norm == "right":
+            val = torch.repeat_interleave(deg_d.reciprocal(), counts)
+        else:
+            deg_s = torch.bincount(col, minlength=ns).clamp_(min=1).to(self[0].dtype)
+            val = torch.repeat_interleave(deg_d.rsqrt(), counts) * deg_s.rsqrt()[col]
         return _csr(crow, col, val, nd, ns)
 
     def __repr__(self) -> str:

@@ -37,6 +37,8 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
     x_in = g.ndata[feat]
     out = None
     dims = getattr(model, "dims", None)
+    if not (isinstance(dims, (list, tuple)) and len(dims) == model.num_layers + 1):
+        dims = None                # not a list of layer widths: ask the first batch
     tc = current_context().trainer_comm
     for i in range(model.num_layers):
         h, lo = None, 0
