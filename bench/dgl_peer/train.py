@@ -1,6 +1,7 @@
-"""The DGL peer of ``hpcgnn train``: distributed GraphSAGE with DGL's own distributed
-module, for ``bench/train_bench.py --dgl-venv``.  Written for this benchmark from
-DGL's documented API (DistGraph, node_split, DistNodeDataLoader, DistTensor).
+"""The DGL peer of ``hpcgnn train``: distributed GraphSAGE (or, with ``--model``, GCN,
+GAT or GIN from DGL's own layers) with DGL's own distributed module, for
+``bench/train_bench.py --dgl-venv`` and ``bench/zoo_bench.py``.  Written for this
+benchmark from DGL's documented API (DistGraph, node_split, DistNodeDataLoader, DistTensor).
 
 Every process of the peer run executes this file (started by
 ``bench/dgl_peer/run.py``): with ``DGL_ROLE=server`` it serves its partition inside
@@ -9,7 +10,13 @@ TARGETS.md (2-layer GraphSAGE, mean aggregation, hidden 256, fanouts 10,25, batc
 1000, Adam 0.003, dropout 0.5), time each epoch's sampling (waiting on the loader),
 feature fetch and compute, and end with a layer-wise full-graph inference for the
 test accuracy, as hpcgnn does.  Trainer 0 prints one JSON line per epoch and a final
-one.  ``HPCGNN_PEER_MACHINE`` names the emulated machine of a trainer (all share one
+one.  ``--model`` (default ``$HPCGNN_PEER_MODEL``, else ``sage``) picks DGL's layer of the
+kind ``hpcgnn train --model`` trains: ``sage`` SAGEConv (mean), ``gcn`` GraphConv
+(norm='right' as hpcgnn's ``gcn``, allow_zero_in_degree=True, on the graph as
+partitioned: no self-loops added, where hpcgnn's ``gcn`` adds one per destination of
+each block), ``gat`` GATConv (4 heads of
+hidden/4 concatenated, then 1 head), ``gin`` GINConv with a 2-layer MLP (sum).
+``HPCGNN_PEER_MACHINE`` names the emulated machine of a trainer (all share one
 host address; run.py gives each machine its own /dev/shm).
 """
 import argparse
@@ -23,19 +30,48 @@ import torch.nn as nn
 import torch.nn.functional as F
 import dgl
 import dgl.distributed.rpc_client as rpc_client
-from dgl.nn import SAGEConv
+from dgl.nn import GATConv, GINConv, GraphConv, SAGEConv
+
+MODELS = ("sage", "gcn", "gat", "gin")
 
 
-class SAGE(nn.Module):
-    def __init__(self, in_dim, hidden, out_dim, dropout):
+class Net(nn.Module):
+    """Two (len(fanouts)) layers of one DGL convolution kind, ReLU and dropout between
+    them.  ``layer(i, block, h)`` is layer ``i`` alone (GAT's heads flattened, the last
+    layer's averaged), without the activation; ``out_dims[i]`` its output width."""
+
+    def __init__(self, kind, in_dim, hidden, out_dim, dropout, num_layers=2, heads=4):
         super().__init__()
-        self.layers = nn.ModuleList([SAGEConv(in_dim, hidden, "mean"), SAGEConv(hidden, out_dim, "mean")])
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        self.kind, self.out_dims, layers = kind, dims[1:], []
+        for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+            last = i == num_layers - 1
+            if kind == "sage":
+                layers.append(SAGEConv(a, b, "mean"))
+            elif kind == "gcn":
+                layers.append(GraphConv(a, b, norm="right", allow_zero_in_degree=True))
+            elif kind == "gat":
+                if not last and b % heads:
+                    raise SystemExit(f"gat: hidden ({b}) must be a multiple of heads ({heads})")
+                layers.append(GATConv(a, b if last else b // heads, 1 if last else heads,
+                                      allow_zero_in_degree=True))
+            elif kind == "gin":
+                layers.append(GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), "sum"))
+            else:
+                raise SystemExit(f"--model {kind!r}: one of {', '.join(MODELS)}")
+        self.layers = nn.ModuleList(layers)
         self.dropout = nn.Dropout(dropout)
+
+    def layer(self, i, block, h):
+        h = self.layers[i](block, h)
+        if self.kind == "gat":                      # (nodes, heads, out)
+            h = h.mean(1) if i == len(self.layers) - 1 else h.flatten(1)
+        return h
 
     def forward(self, blocks, x):
         h = x
-        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = layer(block, h)
+        for i, block in enumerate(blocks):
+            h = self.layer(i, block, h)
             if i + 1 < len(self.layers):
                 h = self.dropout(F.relu(h))
         return h
@@ -48,12 +84,12 @@ def full_graph_inference(g, model, batch, pb):
     sampler = dgl.dataloading.MultiLayerFullNeighborSampler(1)
     x = g.ndata["feat"]
     with torch.no_grad():
-        for i, layer in enumerate(model.layers):
-            out_dim = layer._out_feats
+        for i in range(len(model.layers)):
+            out_dim = model.out_dims[i]
             y = dgl.distributed.DistTensor((g.num_nodes(), out_dim), torch.float32, f"h{i}", persistent=True)
             loader = dgl.dataloading.DistNodeDataLoader(g, nodes, sampler, batch_size=batch, shuffle=False)
             for input_nodes, seeds, blocks in loader:
-                h = layer(blocks[0], x[input_nodes])
+                h = model.layer(i, blocks[0], x[input_nodes])
                 if i + 1 < len(model.layers):
                     h = F.relu(h)
                 y[seeds] = h
@@ -75,6 +111,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.003)
     ap.add_argument("--dropout", type=float, default=0.5)
     ap.add_argument("--classes", type=int, required=True)
+    ap.add_argument("--model", choices=MODELS, default=os.environ.get("HPCGNN_PEER_MODEL", "sage"),
+                    help="DGL's layer kind (default: $HPCGNN_PEER_MODEL, else sage)")
     a = ap.parse_args()
     machine = int(os.environ.get("HPCGNN_PEER_MACHINE", "0"))
     rpc_client.get_local_machine_id = lambda namebook: machine       # one host, emulated machines
@@ -88,7 +126,8 @@ def main():
     sampler = dgl.dataloading.NeighborSampler([int(f) for f in a.fanouts.split(",")])
     loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=a.batch, shuffle=True,
                                                 drop_last=False)
-    model = SAGE(g.ndata["feat"].shape[1], a.hidden, a.classes, a.dropout)
+    model = Net(a.model, g.ndata["feat"].shape[1], a.hidden, a.classes, a.dropout,
+                num_layers=len(a.fanouts.split(",")))
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)
     for epoch in range(a.epochs):
@@ -126,7 +165,8 @@ def main():
     counts = torch.tensor([int(right), len(test_nid)], dtype=torch.int64)
     torch.distributed.all_reduce(counts)
     if rank == 0:
-        print(json.dumps({"kind": "final", "test_acc": round(int(counts[0]) / int(counts[1]), 4),
+        print(json.dumps({"kind": "final", "model": a.model,
+                          "test_acc": round(int(counts[0]) / int(counts[1]), 4),
                           "inference_s": round(time.perf_counter() - t, 2)}), flush=True)
     g.barrier()
     dgl.distributed.exit_client()

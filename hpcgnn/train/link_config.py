@@ -27,6 +27,7 @@ class LinkConfig:
     emb_updates: str = "concurrent"
     num_negs: int = 1
     scorer: str = "mlp"
+    model: str = "sage"
     val_frac: float = 0.05
     test_frac: float = 0.1
     split_seed: int = 0
@@ -57,6 +58,7 @@ HELP = {**_BASE_HELP, **{
                     'bitwise reproducible, T barriers per step)'),
     'num_negs': 'negative pairs per training edge (Uniform(k))',
     'scorer': 'edge scorer: mlp (MLP of h_u*h_v) or dot (h_u . h_v)',
+    'model': 'encoder: sage, sage-pyg, gcn, gat, gin or package.module:ClassName (output width: hidden)',
     'val_frac': 'fraction of edges held out for validation (by a hash of the edge id)',
     'test_frac': 'fraction of edges held out for the test',
     'split_seed': 'seed of the held-out edge hash and of the evaluation negatives',

@@ -18,7 +18,8 @@ and samplers serve inside :func:`hpcgnn.initialize`, trainers train:
 2. **Training.**  ``DistEdgeDataLoader`` over the training edges with
    ``negative_sampler=Uniform(num_negs)`` and ``exclude='self'``.  Node input =
    ``concat(features, a learnable DistEmbedding row)``; the embedding is trained
-   with ``SparseAdagrad``, the dense part (``SAGE`` encoder + scorer) with Adam under
+   with ``SparseAdagrad``, the dense part (the encoder, ``SAGE`` unless ``--model``
+   names another, + scorer) with Adam under
    DDP.  Loss: binary cross-entropy on ``edge_label``.
 3. **Evaluation.**  Each held-out edge ``(u, v)`` is ranked against
    ``eval_negatives`` destinations ``v'`` drawn from a hash of the edge id (the same
@@ -63,6 +64,7 @@ from ..sampling import DistEdgeDataLoader, NeighborSampler
 from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
+from .zoo import build_model, input_style
 from .common import check_run_dir, run_or_exit, seed_all, settings_or_exit, start
 from .common import allsum as _allsum
 from .runtime import Trainer
@@ -141,28 +143,37 @@ def eval_negatives(eids: np.ndarray, k: int, num_nodes: int, seed: int) -> np.nd
 
 # --------------------------------------------------------------------------- model
 class LinkModel(nn.Module):
-    """A ``SAGE`` encoder (output dim ``hidden``) and an edge scorer: ``dot``
-    (``h_u . h_v``) or ``mlp`` (``MLP(h_u * h_v)``)."""
+    """An encoder (output dim ``hidden``; ``model``: a name of the zoo or
+    ``package.module:ClassName``, :func:`~hpcgnn.train.zoo.build_model`) and an edge
+    scorer: ``dot`` (``h_u . h_v``) or ``mlp`` (``MLP(h_u * h_v)``)."""
 
-    def __init__(self, in_dim: int, hidden: int, num_layers: int, dropout: float, scorer: str = "mlp"):
+    def __init__(self, in_dim: int, hidden: int, num_layers: int, dropout: float, scorer: str = "mlp",
+                 model: str = "sage"):
         super().__init__()
-        self.encoder = SAGE(in_dim, hidden, hidden, num_layers, dropout)
+        self.encoder = build_model(model, in_dim, hidden, hidden, num_layers, dropout)
+        self.style = input_style(self.encoder)
         self.scorer = scorer
         self.predictor = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)) \
             if scorer == "mlp" else None
-        self.dims = self.encoder.dims
 
     def score(self, hu: torch.Tensor, hv: torch.Tensor) -> torch.Tensor:
         if self.predictor is None:
             return (hu * hv).sum(-1)
         return self.predictor(hu * hv).squeeze(-1)
 
-    def encode(self, x, edge_index, num_sampled_nodes, num_sampled_edges) -> torch.Tensor:
-        return self.encoder(x, edge_index, num_sampled_nodes, num_sampled_edges)
+    def encode(self, x, b) -> torch.Tensor:
+        """The seeds' representations of batch ``b`` (its blocks, or its whole sampled
+        graph for an encoder taking ``edge_index``)."""
+        if isinstance(self.encoder, SAGE):
+            return self.encoder(x, b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
+        if self.style == "edge_index":
+            return self.encoder(x, b.edge_index)[: b.batch_size]
+        return self.encoder(x, b.adjs)
 
-    def forward(self, x, edge_index, num_sampled_nodes, num_sampled_edges, pairs):
-        """Logits of the pairs ``pairs`` (``[2, P]`` local ids among the seeds)."""
-        h = self.encode(x, edge_index, num_sampled_nodes, num_sampled_edges)
+    def forward(self, x, b, pairs):
+        """Logits of the pairs ``pairs`` (``[2, P]`` local ids among the seeds of
+        batch ``b``)."""
+        h = self.encode(x, b)
         return self.score(h[pairs[0]], h[pairs[1]])
 
 
@@ -190,7 +201,7 @@ def rank_metrics(model: LinkModel, g, emb: DistEmbedding, eids, cfg: LinkConfig,
         b = sampler.sample(g, uniq, rng=np.random.default_rng([cfg.seed, salt, i]))
         b.fetch_features(g, cfg.feat, None)
         held.drop_from(b)
-        h = model.encode(_inputs(b, emb), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
+        h = model.encode(_inputs(b, emb), b)
         hs, hd, hn = h[inv[:B]], h[inv[B:2 * B]], h[inv[2 * B:]].reshape(B, k, -1)
         pos = model.score(hs, hd)
         negs = model.score(hs[:, None, :].expand(-1, k, -1), hn)
@@ -268,7 +279,8 @@ def run(cfg: LinkConfig) -> dict | None:
     feat_dim = int(g.ndata[cfg.feat].shape[1])
 
     seed_all(cfg.seed)
-    model = LinkModel(feat_dim + cfg.emb_dim, cfg.hidden, cfg.num_layers, cfg.dropout, cfg.scorer)
+    with agreed(tc):
+        model = LinkModel(feat_dim + cfg.emb_dim, cfg.hidden, cfg.num_layers, cfg.dropout, cfg.scorer, cfg.model)
     init_rng = np.random.default_rng([cfg.seed, 0xE3B, me])
     emb = DistEmbedding(g.num_nodes(), cfg.emb_dim, name="link_prediction_node_emb",
                         init_func=lambda shape, dtype: (0.1 * init_rng.standard_normal(shape)).astype(np.float32),
@@ -294,7 +306,7 @@ def run(cfg: LinkConfig) -> dict | None:
         held.drop_from(b)
         opt.zero_grad()
         sparse.zero_grad()
-        logits = ddp(_inputs(b, emb), b.edge_index, b.num_sampled_nodes, b.num_sampled_edges, b.edge_label_index)
+        logits = ddp(_inputs(b, emb), b, b.edge_label_index)
         loss = F.binary_cross_entropy_with_logits(logits, b.edge_label)
         loss.backward()
         opt.step()

@@ -123,7 +123,13 @@ class GAT(BlockGNN):
 
 
 class GIN(BlockGNN):
-    """``GINConv`` (sum) with a two-layer MLP per layer."""
+    """``GINConv`` (sum) with a two-layer MLP per layer.  Evaluated on sampled
+    neighbourhoods, as trained (``layerwise = False``): a sum over a node's whole
+    neighbourhood is larger than the sums over ``fanout`` neighbours it was trained
+    on, and layer-wise full-graph inference would feed the next layer inputs of
+    another scale."""
+
+    layerwise = False
 
     def __init__(self, in_channels, hidden_channels, out_channels, num_layers=2, dropout=0.5):
         super().__init__(_dims(in_channels, hidden_channels, out_channels, num_layers), dropout)
@@ -184,6 +190,7 @@ def input_style(model: nn.Module) -> str:
 
 def has_layers(model: nn.Module) -> bool:
     """Whether the model offers ``num_layers`` and ``layer(i, x, adj)`` (layer-wise
-    inference)."""
+    inference), and does not say ``layerwise = False``."""
     m = getattr(model, "module", model)
-    return callable(getattr(m, "layer", None)) and isinstance(getattr(m, "num_layers", None), int)
+    return callable(getattr(m, "layer", None)) and isinstance(getattr(m, "num_layers", None), int) \
+        and getattr(m, "layerwise", True)

@@ -1,0 +1,183 @@
+"""The model zoo of ``hpcgnn train --model`` under a child mpirun (2 partitions, 2
+virtual hosts of a server and a trainer each):
+
+* each zoo model (sage, gcn, gat, gin) reaches the test accuracy of the same model
+  kind trained single-process full-batch with stock PyG on the raw graph (within 2
+  points, issue 28), far above a features-only MLP;
+* a user's own ``nn.Module`` (``--model user_models:Class``, tests/user_models.py),
+  ``forward(x, adjs)`` or ``forward(x, edge_index)``, trains and reports accuracy;
+* bad input (a module that does not import, a forward that does not fit, an output
+  width other than the class count) ends the job: one line per trainer, exit 1, no
+  traceback, nothing written in the run directory."""
+import json
+import os
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+from hpcgnn.datasets import generate_graph
+from hpcgnn.partition import partition_graph
+
+pytest.importorskip("torch_geometric")
+TESTS = os.path.join(ROOT, "tests")
+LAYOUT = ["--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2"]
+COMMON = ["--batch-size", "256", "--hidden", "64", "--fanouts", "10,10", "--lr", "0.01", "--progress", "off"]
+EPOCHS = 8                     # of hpcgnn train (24 steps each per trainer)
+REF_EPOCHS = 150               # full-batch, the test accuracy at the best validation accuracy
+#: full-batch (epochs, lr) where the default does not train: GIN's sums over whole
+#: neighbourhoods diverge at lr 0.01 (test accuracy ~0.22, below the MLP)
+REF_SETTINGS = {"gin": (200, 0.001)}
+#: hpcgnn train's learning rate where COMMON's 0.01 does not train: GIN at hpcgnn's
+#: default, 0.003 (at 0.01 it ends ~3 points below the full-batch reference)
+LR = {"gin": "0.003"}
+HIDDEN, HEADS = 64, 4
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("zoo"))
+    raw = os.path.join(d, "g.h5")
+    generate_graph(raw, None, 20000, 10, 32, 8, seed=1, name="g")
+    return raw, partition_graph(raw, os.path.join(d, "parts"), 2)
+
+
+def _train(mpirun, cfg, run_dir, *extra, timeout=400):
+    args = [sys.executable, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir", str(run_dir), *LAYOUT,
+            *extra]
+    return mpirun(4, args, timeout=timeout, env={"PYTHONPATH": ROOT + os.pathsep + TESTS})
+
+
+def _final(stdout):
+    rows = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith('{"kind": "final"')]
+    assert rows, stdout
+    return rows[-1]
+
+
+# -- the single-process full-batch PyG references ------------------------------------
+class _FullBatch(torch.nn.Module):
+    """Two layers of one stock PyG kind (the zoo's widths and heads), ReLU and dropout
+    0.5 between them, over the whole raw graph."""
+
+    def __init__(self, kind, d_in, classes, ei):
+        from torch import nn
+        from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
+
+        super().__init__()
+        self.kind, self.ei = kind, ei
+        dims = [(d_in, HIDDEN), (HIDDEN, classes)]
+        if kind == "mlp":
+            self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in dims)
+        elif kind == "sage":
+            self.layers = nn.ModuleList(SAGEConv(a, b) for a, b in dims)
+        elif kind == "gcn":
+            self.layers = nn.ModuleList(GCNConv(a, b) for a, b in dims)
+        elif kind == "gat":
+            self.layers = nn.ModuleList([GATConv(d_in, HIDDEN // HEADS, heads=HEADS), GATConv(HIDDEN, classes)])
+        elif kind == "gin":
+            self.layers = nn.ModuleList(GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)))
+                                        for a, b in dims)
+
+    def forward(self, x):
+        import torch.nn.functional as F
+
+        for i, layer in enumerate(self.layers):
+            x = layer(x) if self.kind == "mlp" else layer(x, self.ei)
+            if i == 0:
+                x = F.dropout(F.relu(x), 0.5, self.training)
+        return x
+
+
+_REF = {}
+
+
+def full_batch_accuracy(raw, kind, epochs=REF_EPOCHS, lr=0.01):
+    """Test accuracy of ``kind`` trained full-batch on the raw graph (Adam, ``lr``),
+    taken at the epoch (every 10th) of best validation accuracy."""
+    import torch.nn.functional as F
+
+    key = (raw, kind, epochs, lr)
+    if key in _REF:
+        return _REF[key]
+    with h5py.File(raw) as f:
+        ei = torch.from_numpy(np.stack([f["edges/src"][:], f["edges/dst"][:]])).long()
+        x = torch.from_numpy(f["nodes/data/feat"][:]).float()
+        y = torch.from_numpy(f["nodes/data/label"][:]).long()
+        tr, va, te = (torch.from_numpy(f[f"nodes/data/{k}"][:]).bool() for k in ("train_mask", "val_mask", "test_mask"))
+    torch.manual_seed(0)
+    model = _FullBatch(kind, x.shape[1], int(y.max()) + 1, ei)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    best = (-1.0, 0.0)
+    for epoch in range(epochs):
+        model.train()
+        loss = F.cross_entropy(model(x)[tr], y[tr])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if (epoch + 1) % 10 == 0:
+            model.eval()
+            with torch.no_grad():
+                pred = model(x).argmax(1)
+            v, t = (float((pred[m] == y[m]).float().mean()) for m in (va, te))
+            best = max(best, (v, t))
+    _REF[key] = best[1]
+    return best[1]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat", "gin"])
+def test_zoo_model_matches_full_batch_pyg(mpirun, big, tmp_path, model):
+    raw, cfg = big
+    res = _train(mpirun, cfg, tmp_path / "run", "--model", model, "--epochs", str(EPOCHS), *COMMON,
+                 "--lr", LR.get(model, "0.01"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"model {model}" in res.stdout
+    ours = _final(res.stdout)["test_acc"]
+    ref = full_batch_accuracy(raw, model, *REF_SETTINGS.get(model, (REF_EPOCHS, 0.01)))
+    mlp = full_batch_accuracy(raw, "mlp")
+    print(f"{model}: hpcgnn {ours:.4f}, full-batch PyG {ref:.4f}, MLP {mlp:.4f}")
+    assert (tmp_path / "run" / "model.pt").stat().st_size > 0
+    assert abs(ours - ref) <= 0.02, (model, ours, ref, mlp)
+    assert ours > mlp + 0.05, (model, ours, ref, mlp)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("cls", ["BlockSAGE", "EdgeIndexSAGE"])
+def test_users_own_model_trains(mpirun, big, tmp_path, cls):
+    _, cfg = big
+    run = tmp_path / "run"
+    res = _train(mpirun, cfg, run, "--model", f"user_models:{cls}", "--epochs", "2", *COMMON)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"model user_models:{cls}" in res.stdout
+    final = _final(res.stdout)
+    assert 0.6 < final["test_acc"] <= 1 and 0.6 < final["val_acc"] <= 1, final   # chance: 1/8
+    assert res.stdout.strip().splitlines()[-1] == f"test accuracy: {final['test_acc']:.4f}"
+    epochs = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in epochs if r["kind"] == "epoch"] == [0, 1]
+    state = torch.load(run / "model.pt")
+    assert set(state) == {k for k in state if k.startswith("convs.")} and state    # the user's parameters
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("spec, words", [
+    ("no_such_module_xyz:Net", "module 'no_such_module_xyz' does not import (ModuleNotFoundError"),
+    ("user_models:NoSuchClass", "user_models has no torch.nn.Module subclass 'NoSuchClass'"),
+    ("user_models:BadForward", "its forward fails on a batch"),
+    ("user_models:WrongOutput", "its output has shape (256, 9); node classification needs one row of 8 class "
+                                "scores per seed, (256, 8)"),
+])
+def test_bad_model_ends_the_job_with_one_line_per_trainer(mpirun, big, tmp_path, spec, words):
+    _, cfg = big
+    run = tmp_path / "run"
+    res = _train(mpirun, cfg, run, "--model", spec, "--epochs", "1", *COMMON, timeout=300)
+    assert res.returncode != 0, res.stdout
+    lines = [ln for ln in res.stderr.splitlines() if words in ln]
+    assert len(lines) == 2, res.stderr                      # one per trainer
+    assert all(ln.startswith(f"hpcgnn train: --model {spec!r}: ") for ln in lines), lines
+    assert "Traceback" not in res.stderr and "MPI_ABORT" not in res.stderr, res.stderr
+    assert '"kind": "epoch"' not in res.stdout and '"kind": "final"' not in res.stdout
+    written = sorted(p for p in os.listdir(run) if not p.startswith(".")) if run.exists() else []
+    assert written == [], written                           # no checkpoints, log, curve or model.pt
