@@ -66,6 +66,21 @@ def test_rgcn_two_partitions_match_one_process(mpirun, mag, tmp_path):
 
 
 @pytest.mark.timeout(600)
+def test_rgat_trains_on_two_partitions(mpirun, mag, tmp_path):
+    """--model rgat (one GATConv per edge type, MLPerf's R-GAT) learns the typed graph:
+    far above the paper features alone."""
+    raw, cfg = mag
+    res = mpirun(4, [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "rgat"),
+                     "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--model", "rgat",
+                     "--batch-size", "128", *SETTINGS], timeout=500)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "model rgat" in res.stdout
+    acc, base = _final(res.stdout)["test_acc"], _features_only_accuracy(raw)
+    assert acc > base + 0.2, (acc, base)
+    print(json.dumps({"rgat": acc, "features_only": base}))
+
+
+@pytest.mark.timeout(600)
 def test_rgcn_separate_mode_trains_the_same_model(mpirun, mag, tmp_path):
     """Typed batches made on sampler ranks of server-only nodes (frames carry the
     node and edge types) train bitwise the same model as the co-located layout."""

@@ -1,4 +1,5 @@
-"""Node classification on a heterogeneous graph with an R-GCN, under one MPI launch.
+"""Node classification on a heterogeneous graph with an R-GCN (``--model rgat``: an
+R-GAT), under one MPI launch, trained by the runtime (:class:`~hpcgnn.train.runtime.Trainer`).
 
 Run on every rank (``mpirun -n R python examples/rgcn.py ...`` or ``hpcgnn train
 --task rgcn ...``).  The seeds are the nodes of one type (``seed_type``, default:
