@@ -58,11 +58,9 @@ def hpcgnn_run(model: str, cfg: str, a, runs: str) -> dict:
 
 def dgl_run(model: str, meta: dict, a, runs: str) -> dict:
     """DGL's distributed module with its own layer of the kind: train_bench.run_dgl_peer."""
-    d = os.path.join(runs, f"dgl-{model}")
-    os.makedirs(d, exist_ok=True)
     os.environ["HPCGNN_PEER_MODEL"] = model
-    try:
-        return train_bench.run_dgl_peer(a, meta, d)
+    try:            # DGL's partitioning of the graph, made for the first model, serves the others
+        return train_bench.run_dgl_peer(a, meta, runs)
     finally:
         del os.environ["HPCGNN_PEER_MODEL"]
 
