@@ -24,7 +24,7 @@ def csr_attend(const int64_t[::1] indptr, const int64_t[::1] indices, const floa
                                &alpha[0, 0] if alpha.shape[0] else NULL, heads,
                                &x[0, 0, 0] if n else NULL, dim, n, &out[0, 0, 0], nthreads)
     if rc:
-        raise ValueError(f"csr_attend: an index outside [0, {n})")
+        raise ValueError(f"csr_attend: indptr does not start at 0 or decreases, or an index outside [0, {n})")
 
 
 def csr_attend_backward(const int64_t[::1] indptr, const int64_t[::1] indices, const float[:, ::1] alpha,
@@ -33,8 +33,15 @@ def csr_attend_backward(const int64_t[::1] indptr, const int64_t[::1] indices, c
     """The gradients of :func:`csr_attend` (``grad_x`` is overwritten)."""
     cdef int64_t nrows = grad_out.shape[0], heads = x.shape[1], dim = x.shape[2], n = x.shape[0]
     cdef int rc
-    if grad_x.shape[0] != n or grad_alpha.shape[0] != indices.shape[0] or indptr.shape[0] != nrows + 1:
+    if (grad_x.shape[0] != n or grad_x.shape[1] != heads or grad_x.shape[2] != dim
+            or grad_out.shape[1] != heads or grad_out.shape[2] != dim
+            or alpha.shape[0] != indices.shape[0] or alpha.shape[1] != heads
+            or grad_alpha.shape[0] != indices.shape[0] or grad_alpha.shape[1] != heads
+            or indptr.shape[0] != nrows + 1):
         raise ValueError("csr_attend_backward: shapes do not fit")
+    if indptr[0] != 0 or indptr[nrows] != indices.shape[0]:
+        raise ValueError(f"csr_attend_backward: indptr spans [{indptr[0]}, {indptr[nrows]}) for "
+                         f"{indices.shape[0]} indices")
     if nrows == 0 or n == 0:
         grad_x[:, :, :] = 0
         grad_alpha[:, :] = 0
@@ -45,4 +52,4 @@ def csr_attend_backward(const int64_t[::1] indptr, const int64_t[::1] indices, c
                                         &grad_out[0, 0, 0], &grad_x[0, 0, 0],
                                         &grad_alpha[0, 0] if alpha.shape[0] else NULL, nthreads)
     if rc:
-        raise ValueError(f"csr_attend_backward: an index outside [0, {n})")
+        raise ValueError(f"csr_attend_backward: indptr decreases, or an index outside [0, {n})")

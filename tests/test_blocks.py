@@ -317,3 +317,25 @@ def test_csr_attend_checks_indices():
     x = np.ones((3, 1, 4), np.float32)
     with pytest.raises(ValueError, match="outside"):
         _ext.csr_attend(indptr, cols, alpha, x, np.empty((1, 1, 4), np.float32))
+
+
+def test_blocks_follow_the_model_input(graph):
+    """Features of another dtype (float16 in the file, fed as float32) or on another
+    device: adjs_like gives the blocks in the input's dtype, and every zoo model runs
+    on them (node classification's forward)."""
+    from hpcgnn.sampling.blocks import adjs_like
+    from hpcgnn.train.node_classification import _forward
+    from hpcgnn.train.zoo import build_model
+
+    b = _batch(graph, (4, 3), seed=11)
+    b.x, b._adjs = b.x.half(), None
+    assert b.adjs[0].adj_t.dtype == torch.float16
+    x = b.x.float()
+    same = adjs_like(b.adjs, x)
+    assert [a.adj_t.dtype for a in same] == [torch.float32] * 2
+    assert [a.size for a in same] == [a.size for a in b.adjs]
+    assert adjs_like(same, x) is same
+    for name in ("sage", "sage-pyg", "gcn", "gat", "gin"):
+        m = build_model(name, F_IN, 16, 4, 2, 0.0)
+        out = _forward(m, b, torch.device("cpu"), "adjs")
+        assert tuple(out.shape) == (b.batch_size, 4), name

@@ -137,3 +137,20 @@ def test_users_model_resumes_bitwise(mpirun, small, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_metrics_csv_has_every_rows_columns(tmp_path):
+    """A column that only some epochs have (validation every other epoch) is in
+    metrics.csv, empty where an epoch lacks it."""
+    import csv
+
+    from hpcgnn.train.runlog import RunLog
+
+    log = RunLog(str(tmp_path), True, plot_every_s=1e9)
+    log.epoch({"epoch": 0, "loss": 1.0})
+    log.epoch({"epoch": 1, "loss": 0.5, "val_acc": 0.7})
+    log.epoch({"epoch": 2, "loss": 0.4})
+    with open(tmp_path / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["epoch", "loss", "val_acc"]
+    assert [r["val_acc"] for r in rows] == ["", "0.7", ""]

@@ -11,6 +11,9 @@
 
 static int check(const int64_t *indptr, const int64_t *indices, int64_t nrows, int64_t n_src)
 {
+    if (indptr[0] != 0) return -1;
+    for (int64_t r = 0; r < nrows; ++r)
+        if (indptr[r + 1] < indptr[r]) return -1;
     const int64_t m = indptr[nrows];
     for (int64_t e = 0; e < m; ++e)
         if (indices[e] < 0 || indices[e] >= n_src) return -1;

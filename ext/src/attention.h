@@ -5,7 +5,8 @@
  *   out[d, h, :] = sum over e in [indptr[d], indptr[d+1]) of alpha[e, h] * x[indices[e], h, :]
  *
  * x is (n_src, heads, dim), alpha (num_edges, heads), out (nrows, heads, dim), all
- * float32, row-major.  Returns 0, or -1 when an index lies outside [0, n_src). */
+ * float32, row-major.  Returns 0, or -1 when indptr does not start at 0 or decreases,
+ * or an index lies outside [0, n_src). */
 #ifndef HPCGNN_ATTENTION_H
 #define HPCGNN_ATTENTION_H
 #include <stdint.h>

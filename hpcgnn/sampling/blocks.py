@@ -54,9 +54,9 @@ class LayerAdj(tuple):
     def num_dst(self) -> int:
         return self[1][1]
 
-    def to(self, device, non_blocking: bool = False) -> "LayerAdj":
-        """The same layer on ``device``."""
-        return LayerAdj(self[0].to(device, non_blocking=non_blocking), self[1],
+    def to(self, device, non_blocking: bool = False, dtype=None) -> "LayerAdj":
+        """The same layer on ``device`` (its matrix's values in ``dtype`` when given)."""
+        return LayerAdj(self[0].to(device=device, dtype=dtype, non_blocking=non_blocking), self[1],
                         self.edge_index.to(device, non_blocking=non_blocking), self.e_id)
 
     def gcn_norm(self, add_self_loops: bool = True, norm: str = "right") -> torch.Tensor:
@@ -85,6 +85,18 @@ class LayerAdj(tuple):
 
     def __repr__(self) -> str:
         return f"LayerAdj(num_src={self.num_src}, num_dst={self.num_dst}, num_edges={self.edge_index.shape[1]})"
+
+
+def adjs_like(adjs: list, x: torch.Tensor) -> list:
+    """``adjs`` with their matrices in ``x``'s dtype and on ``x``'s device (the model's
+    input may be cast or moved after the batch was made: float16 features fed as
+    float32, a batch from a sampler rank fed to a GPU)."""
+    if not adjs or not isinstance(x, torch.Tensor):
+        return adjs
+    a = adjs[0][0]
+    if a.dtype == x.dtype and a.device == x.device:
+        return adjs
+    return [adj.to(x.device, non_blocking=True, dtype=x.dtype) for adj in adjs]
 
 
 def _with_self_loops(crow: torch.Tensor, col: torch.Tensor, nd: int):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 from torch_geometric.utils import softmax
 
 from .. import _ext
@@ -33,6 +34,7 @@ class _CsrAttend(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         x, alpha, crow, col = ctx.saved_tensors
         grad_x = torch.empty_like(x)
@@ -66,8 +68,9 @@ def _self_looped(adj: LayerAdj):
 
 
 def _covered(conv, x: torch.Tensor) -> bool:
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and conv.lin is not None
-            and conv.lin_edge is None and conv.res is None and conv.add_self_loops)
+    return (x.device.type == "cpu" and x.dtype == torch.float32 and getattr(conv, "lin", None) is not None
+            and getattr(conv, "lin_edge", None) is None and getattr(conv, "res", None) is None
+            and conv.add_self_loops)
 
 
 def gat_conv(conv, x: torch.Tensor, adj: LayerAdj) -> torch.Tensor:

@@ -61,6 +61,7 @@ from ..comm.mpi import LOCK
 from ..errors import InputError
 from ..graph import DistEmbedding, SparseAdagrad, edge_split
 from ..sampling import DistEdgeDataLoader, NeighborSampler
+from ..sampling.blocks import adjs_like
 from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
@@ -168,7 +169,7 @@ class LinkModel(nn.Module):
             return self.encoder(x, b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
         if self.style == "edge_index":
             return self.encoder(x, b.edge_index)[: b.batch_size]
-        return self.encoder(x, b.adjs)
+        return self.encoder(x, adjs_like(b.adjs, x))
 
     def forward(self, x, b, pairs):
         """Logits of the pairs ``pairs`` (``[2, P]`` local ids among the seeds of
@@ -287,7 +288,7 @@ def run(cfg: LinkConfig) -> dict | None:
                         ctx=ctx)
     sparse = SparseAdagrad([emb], lr=cfg.emb_lr)
     meta = {"fanouts": json.dumps(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed,
-            "num_negs": cfg.num_negs, "scorer": cfg.scorer, "emb_dim": cfg.emb_dim,
+            "num_negs": cfg.num_negs, "scorer": cfg.scorer, "emb_dim": cfg.emb_dim, "model_name": cfg.model,
             "held_out": json.dumps(["node pairs", cfg.val_frac, cfg.test_frac, cfg.split_seed])}
     tensors = {"embedding": emb.weight, "embedding_adagrad_sum": sparse.state[emb.name]}
     trainer = Trainer(model, lr=cfg.lr, run_dir=cfg.run_dir, device="cpu", ctx=ctx,   # CPU only (the GPU path:
@@ -319,7 +320,8 @@ def run(cfg: LinkConfig) -> dict | None:
         return {"val_mrr": _metrics(tc, model, g, emb, shares["val"], cfg, held, sampler, 1000 + epoch)[0]}
 
     fit = trainer.fit(train_loader, step_fn=train_step, epochs=cfg.epochs, evaluate=evaluate,
-                      eval_every=cfg.eval_every, describe=f"{g}, edges train/val/test "
+                      eval_every=cfg.eval_every, eval_keys=("val_mrr",),
+                      describe=f"{g}, edges train/val/test "
                       f"{int(n_sets[0])}/{int(n_sets[1])}/{int(n_sets[2])}")
     if fit.stopped:
         ctx.finalize()

@@ -37,6 +37,7 @@ from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
+from ..sampling.blocks import adjs_like
 from .common import check_run_dir, labelled_ids, labelled_mask, print_accuracies, run_or_exit, seed_all, settings_or_exit, start
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
@@ -145,7 +146,8 @@ def _forward(model, b, device, style: str):
         x = _model_input(b.x, device)
         x = x.materialize() if isinstance(x, RowRefs) else x
         return model(x, b.edge_index.to(device, non_blocking=True))[: b.batch_size]
-    return model(_model_input(b.x, device), b.adjs)
+    x = _model_input(b.x, device)
+    return model(x, adjs_like(b.adjs, x))
 
 
 def _predict(style: str, device):
@@ -230,7 +232,8 @@ def run(cfg: TrainConfig) -> dict | None:
         return {"val_acc": trainer.accuracy(val_loader, predict) if val_loader is not None else None}
 
     fit = trainer.fit(train_loader, loss_fn, epochs=cfg.epochs,
-                      evaluate=evaluate, eval_every=cfg.eval_every, describe=f"{g}, model {cfg.model}, features "
+                      evaluate=evaluate, eval_every=cfg.eval_every, eval_keys=("val_acc",),
+                      describe=f"{g}, model {cfg.model}, features "
                       f"{train_loader.task.feature_rows}")
     if fit.stopped:
         ctx.finalize()

@@ -177,6 +177,7 @@ def run(cfg: RGCNConfig) -> dict | None:
         return {"val_acc": None if evals["val_acc"] is None else trainer.accuracy(evals["val_acc"], predict)}
 
     fit = trainer.fit(loader, loss_fn, epochs=cfg.epochs, evaluate=evaluate, eval_every=cfg.eval_every,
+                      eval_keys=("val_acc",),
                       describe=f"{g}, model {cfg.model}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, "
                       f"seeds {seed_type}")
     if fit.stopped:

@@ -64,7 +64,7 @@ class RunLog:
             f.write(json.dumps(row) + "\n")
 
     def _csv(self) -> None:
-        keys = [k for k in self.rows[-1] if k != "kind"]
+        keys = list(dict.fromkeys(k for r in self.rows for k in r if k != "kind"))    # every row's columns
         tmp = os.path.join(self.run_dir, "metrics.csv.tmp")
         with open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")

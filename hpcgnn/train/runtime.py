@@ -114,7 +114,8 @@ class Trainer:
             print(f"{self.name}: {text}", flush=True)
 
     def fit(self, loader, loss_fn: Callable | None = None, *, epochs: int = 1, step_fn: Callable | None = None,
-            evaluate: Callable | None = None, eval_every: int = 1, describe: str = "") -> FitResult:
+            evaluate: Callable | None = None, eval_every: int = 1, eval_keys: tuple = (),
+            describe: str = "") -> FitResult:
         """Collective over the trainers: train ``epochs`` epochs of ``loader`` (an
         hpcgnn loader; a resumed run continues where its checkpoint stopped).
 
@@ -124,13 +125,15 @@ class Trainer:
         correct, count)`` instead does all of a step itself (several optimizers,
         sparse updates).  ``evaluate(epoch) -> dict`` (collective; e.g.
         ``{"val_acc": ...}``) runs every ``eval_every`` epochs and its values join the
-        epoch's row.  ``describe``: words for the start line."""
+        epoch's row; ``eval_keys`` (e.g. ``("val_acc",)``) are in every row, None where
+        the epoch was not evaluated (one set of columns in metrics.csv).
+        ``describe``: words for the start line."""
         if (loss_fn is None) == (step_fn is None):
             raise InputError(f"{self.name}: fit takes a loss_fn or a step_fn (one of them)")
         step_fn = step_fn or self._default_step(loss_fn)
         ckpt = Checkpoints(self.tc, self.run_dir, self.meta, self.model, self.optimizer, loader,
                            tensors=self.tensors)
-        step, start_epoch, resumed = ckpt.start(self.settings)
+        step, start_epoch, resumed = ckpt.start(self.settings, say=self.say)
         self.log = RunLog(self.run_dir, self.rank == 0, append=resumed is not None, keep_before=start_epoch)
         self.say(f"{describe + ', ' if describe else ''}{self.tc.Get_size()} trainer(s), backend {self.backend}, "
                  f"layout '{self.ctx.layout}', loader mode {loader.mode}, {len(loader)} steps/epoch"
@@ -145,6 +148,7 @@ class Trainer:
             if res.stopped and not r.epoch_complete:
                 break
             row = self._epoch_row(epoch, loader.stats, r, time.perf_counter() - t_epoch)
+            row.update(dict.fromkeys(eval_keys))
             if evaluate is not None and eval_every > 0 and (epoch + 1) % eval_every == 0:
                 row.update(evaluate(epoch))
             if self.rank == 0:
@@ -180,9 +184,11 @@ class Trainer:
                "epoch_s": slow[0], "steps": st.get("batches", 0),
                "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9), "compute_s": slow[1], "allreduce_s": slow[2]}
         row.update(zip(_TIMES, slow[3:]))
-        if st.get("cache_remote_lookups"):     # of the feature rows held on other hosts, the share the cache served
-            c = allsum(self.tc, [st["cache_hits"], st["cache_remote_lookups"]])
-            row["cache_hit_rate"] = c[0] / max(c[1], 1)
+        # of the feature rows held on other hosts, the share the cache served (a sum every
+        # trainer takes part in: one trainer may have read no remote row this epoch)
+        c = allsum(self.tc, [st.get("cache_hits", 0), st.get("cache_remote_lookups", 0)])
+        if c[1]:
+            row["cache_hit_rate"] = c[0] / c[1]
         return row
 
     @torch.no_grad()
