@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from abc import ABC, abstractmethod
 
 import torch
 from torch import nn
@@ -36,7 +37,7 @@ from .model import SAGE
 MODELS = ("sage", "sage-pyg", "gcn", "gat", "gin")
 
 
-class BlockGNN(nn.Module):
+class BlockGNN(nn.Module, ABC):
     """Layers of one PyG convolution kind with ReLU and dropout between them, run on
     per-layer blocks.  Subclasses build ``self.convs`` and define :meth:`conv`.
     ReLU and dropout are one compiled pass on CPUs (:func:`~hpcgnn.train.kernels.relu_dropout`:
@@ -50,8 +51,9 @@ class BlockGNN(nn.Module):
     def num_layers(self) -> int:
         return len(self.convs)
 
+    @abstractmethod
     def conv(self, i: int, x: torch.Tensor, adj) -> torch.Tensor:
-        raise NotImplementedError
+        """Layer ``i``'s convolution on block ``adj`` (no activation)."""
 
     def layer(self, i: int, x: torch.Tensor, adj) -> torch.Tensor:
         """Layer ``i`` on block ``adj``: ``adj.num_dst`` rows out."""
