@@ -1,0 +1,114 @@
+"""DGL's distributed node-classification tutorial, ported to hpcgnn by its import lines
+(user code: PyG's stock SAGEConv on each block), against the same loop on DGL.
+
+    python bench/dgl_port_bench.py --part-config PARTS.json      # runs both, prints JSON
+    mpirun -n 4 python bench/dgl_port_bench.py --part-config PARTS.json --worker   # one side
+
+The hpcgnn side is the tutorial's loop as a DGL user writes it (``g.ndata[...]`` read in
+the loop, ``model(blocks, x)``, DDP from ``torch.distributed.init_process_group``),
+with ``import hpcgnn.distributed as dist`` / ``hpcgnn.dataloading``: 2 virtual hosts of
+a server and a trainer.  The DGL side is ``bench/dgl_peer`` (DGL's SAGEConv, the same
+settings: hidden 256, fanouts 10,25 in DGL's order, batch 1000, Adam 0.003, dropout
+0.5), through ``train_bench.run_dgl_peer``.  Both run ``--epoch-steps`` steps per
+trainer per epoch; epoch 0 is warm-up.  Target: DGL / hpcgnn >= 1.5.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def worker(a):
+    import torch as th
+    import torch.nn.functional as F
+    from torch import nn
+    from torch_geometric.nn import SAGEConv
+
+    import hpcgnn.dataloading as dataloading
+    import hpcgnn.distributed as dist
+
+    class SAGE(nn.Module):
+        def __init__(self, in_feats, n_hidden, n_classes):
+            super().__init__()
+            self.layers = nn.ModuleList([SAGEConv(in_feats, n_hidden), SAGEConv(n_hidden, n_classes)])
+            self.dropout = nn.Dropout(0.5)
+
+        def forward(self, blocks, x):
+            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+                x = layer((x, x[:block.num_dst_nodes()]), block.edge_index)
+                if i == 0:
+                    x = self.dropout(F.relu(x))
+            return x
+
+    with open(a.part_config) as f:
+        conf = json.load(f)
+    ctx = dist.initialize("ip_config.txt", layout="servers=1,samplers=0,trainers=1", ranks_per_node=2,
+                          part_config=a.part_config)
+    th.distributed.init_process_group(backend="gloo")
+    th.set_num_threads(1)
+    g = dist.DistGraph(conf["graph_name"])
+    train_nid = dist.node_split(g.ndata["train_mask"])
+    th.manual_seed(0)
+    model = th.nn.parallel.DistributedDataParallel(SAGE(g.ndata["feat"].shape[1], 256, conf["num_classes"]))
+    opt = th.optim.Adam(model.parameters(), lr=0.003)
+    sampler = dataloading.MultiLayerNeighborSampler([10, 25])
+    loader = dataloading.NodeDataLoader(g, train_nid, sampler, batch_size=1000, shuffle=True, drop_last=False)
+    times = []
+    for epoch in range(a.epochs):
+        t0 = time.perf_counter()
+        for step, (input_nodes, seeds, blocks) in enumerate(loader):
+            x = g.ndata["feat"][input_nodes]
+            y = g.ndata["label"][seeds]
+            loss = F.cross_entropy(model(blocks, x), y.long())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step + 1 == a.epoch_steps:
+                break
+        times.append(time.perf_counter() - t0)
+    if th.distributed.get_rank() == 0:
+        later = times[1:] or times
+        print(json.dumps({"epoch_s": round(sum(later) / len(later), 4), "steps": a.epoch_steps,
+                          "loss": round(float(loss), 4)}), flush=True)
+    th.distributed.destroy_process_group()
+    dist.exit_client()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part-config", required=True)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--epoch-steps", type=int, default=15)
+    ap.add_argument("--dgl-venv", default=os.path.join(os.path.dirname(HERE), ".dglvenv"))
+    ap.add_argument("--worker", action="store_true", help="run one side under mpirun (internal)")
+    a = ap.parse_args()
+    if a.worker:
+        return worker(a)
+    import train_bench
+
+    env = train_bench._env()
+    res = subprocess.run(["mpirun", "-n", "4", sys.executable, __file__, "--worker", "--part-config",
+                          a.part_config, "--epochs", str(a.epochs), "--epoch-steps", str(a.epoch_steps)],
+                         env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.stderr.write(res.stdout[-3000:] + res.stderr[-3000:])
+        raise SystemExit("dgl_port_bench: the hpcgnn side failed")
+    ours = json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+    with open(a.part_config) as f:
+        meta = json.load(f)
+    peer_args = argparse.Namespace(dgl_venv=a.dgl_venv, fanouts="25,10", epochs=a.epochs,
+                                   epoch_steps=a.epoch_steps, batch=1000, hidden=256)
+    peer = train_bench.run_dgl_peer(peer_args, meta, tempfile.mkdtemp(prefix="hpcgnn-portbench-"))
+    print(json.dumps({"bench": "dgl_port", "graph": a.part_config, "epoch_steps": a.epoch_steps,
+                      "hpcgnn_ported_tutorial": ours, "dgl_tutorial": {k: peer.get(k) for k in ("epoch_s", "steps")},
+                      "dgl_over_hpcgnn": round(peer["epoch_s"] / ours["epoch_s"], 2), "target": 1.5}))
+
+
+if __name__ == "__main__":
+    main()
