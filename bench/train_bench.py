@@ -98,14 +98,19 @@ def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_di
             "test_acc": round(final["test_acc"], 4), "inference_s": round(final["inference_s"], 2)}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def graph_args(ap) -> None:
+    """The options naming the graph a training bench runs on (see :func:`prepare`)."""
     ap.add_argument("--part-config")
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--degree", type=float, default=20)
     ap.add_argument("--feat-dim", type=int, default=64)
     ap.add_argument("--classes", type=int, default=16)
     ap.add_argument("--dir")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    graph_args(ap)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--fanouts", default="25,10")

@@ -67,12 +67,7 @@ def dgl_run(model: str, meta: dict, a, runs: str) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part-config")
-    ap.add_argument("--nodes", type=int, default=100_000)
-    ap.add_argument("--degree", type=float, default=20)
-    ap.add_argument("--feat-dim", type=int, default=64)
-    ap.add_argument("--classes", type=int, default=16)
-    ap.add_argument("--dir")
+    train_bench.graph_args(ap)
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--epoch-steps", type=int, default=15, help="steps per trainer per epoch, both sides")

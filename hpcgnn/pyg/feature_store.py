@@ -17,6 +17,7 @@ from torch_geometric.typing import FeatureTensorType
 
 from ..errors import InputError
 from ..graph import DistGraph, DistTensor
+from .checks import homogeneous_graph
 
 #: PyG's attribute name -> the graph's node data name, as :func:`DistFeatureStore.from_graph` maps them by default.
 DEFAULT_NAMES = {"x": "feat", "y": "label"}
@@ -43,12 +44,7 @@ class DistFeatureStore(FeatureStore):
         attribute names to the graph's data names (default ``{"x": "feat", "y":
         "label"}``; a default the graph lacks is left out, a name given that the
         graph lacks is an :class:`InputError`).  Homogeneous graphs only."""
-        if not isinstance(g, DistGraph):
-            raise InputError(f"DistFeatureStore.from_graph: expected a DistGraph, got {type(g).__name__}")
-        if not g.is_homogeneous:
-            raise InputError(f"DistFeatureStore.from_graph: graph {g.graph_name!r} has node types {g.ntypes} and "
-                             f"edge types {g.canonical_etypes}; PyG's typed (HeteroData) backend is not supported "
-                             "by hpcgnn.pyg, only homogeneous graphs")
+        homogeneous_graph(g, "DistFeatureStore.from_graph")
         store = cls()
         given = names is not None
         for attr_name, data_name in (DEFAULT_NAMES if names is None else dict(names)).items():

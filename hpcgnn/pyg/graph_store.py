@@ -16,6 +16,7 @@ from torch_geometric.typing import EdgeTensorType
 
 from ..errors import InputError
 from ..graph import DistGraph
+from .checks import homogeneous_graph
 
 #: Largest graph whose whole ``edge_index`` :meth:`DistGraphStore.get_edge_index` gathers.
 MAX_EDGES = 50_000_000
@@ -26,12 +27,7 @@ class DistGraphStore(GraphStore):
     independent; writes are refused (the structure is the partitioned graph)."""
 
     def __init__(self, g: DistGraph, max_edges: int = MAX_EDGES) -> None:
-        if not isinstance(g, DistGraph):
-            raise InputError(f"DistGraphStore: expected a DistGraph, got {type(g).__name__}")
-        if not g.is_homogeneous:
-            raise InputError(f"DistGraphStore: graph {g.graph_name!r} has node types {g.ntypes} and edge types "
-                             f"{g.canonical_etypes}; PyG's typed (HeteroData) backend is not supported by "
-                             "hpcgnn.pyg, only homogeneous graphs")
+        homogeneous_graph(g, "DistGraphStore")
         super().__init__(edge_attr_cls=EdgeAttr)
         self.graph = g
         self.max_edges = int(max_edges)

@@ -24,6 +24,7 @@ from torch_geometric.sampler import (BaseSampler, EdgeSamplerInput, NegativeSamp
 from ..errors import InputError
 from ..graph import DistGraph
 from ..sampling import MiniBatch, NeighborSampler
+from .checks import homogeneous_graph
 from .feature_store import DistFeatureStore
 from .graph_store import DistGraphStore
 
@@ -64,11 +65,8 @@ class HpcgnnNeighborSampler(BaseSampler):
     def __init__(self, data, num_neighbors, *, replace: bool = False, subgraph_type: str = "directional",
                  disjoint: bool = False, time_attr: Optional[str] = None, weight_attr: Optional[str] = None,
                  seed: Optional[int] = None, nthreads: int = 1):
-        g = graph_of(data)
-        if not g.is_homogeneous:
-            raise InputError(f"hpcgnn.pyg sampler: graph {g.graph_name!r} has several node or edge types; "
-                             "typed sampling into HeteroData is not supported by hpcgnn.pyg (use "
-                             "hpcgnn.sampling.NeighborSampler and MiniBatch.to_hetero)")
+        g = homogeneous_graph(graph_of(data), "hpcgnn.pyg sampler",
+                              " (typed graphs: hpcgnn.sampling.NeighborSampler and MiniBatch.to_hetero)")
         if isinstance(num_neighbors, dict) or not hasattr(num_neighbors, "__len__") or \
                 not all(isinstance(k, numbers.Integral) for k in num_neighbors):
             raise InputError(f"hpcgnn.pyg sampler: num_neighbors must be a list of integers (one per hop), "
