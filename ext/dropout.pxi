@@ -13,6 +13,9 @@ cdef extern from "dropout.h" nogil:
                                   uint64_t seed, float scale)
     void hpcgnn_relu_dropout_grad_bias(const float *grad, const float *out, float scale, float *grad_in,
                                        int64_t rows, int64_t dim, double *acc)
+    void hpcgnn_bernoulli_f32(float *out, int64_t n, uint64_t threshold, uint64_t seed)
+    void hpcgnn_bernoulli_f64(double *out, int64_t n, uint64_t threshold, uint64_t seed)
+    void hpcgnn_bernoulli_u8(uint8_t *out, int64_t n, uint64_t threshold, uint64_t seed)
 
 
 cdef uint64_t _threshold(double p, str what) except? 0:
@@ -107,3 +110,34 @@ def relu_dropout_grad_bias(const float[:, ::1] grad, const float[:, ::1] out, fl
         return
     with nogil:
         hpcgnn_relu_dropout_grad_bias(&grad[0, 0], &out[0, 0], scale, &grad_in[0, 0], rows, dim, &bias_grad[0])
+
+
+cdef uint64_t _threshold32(double p) except? 0:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"bernoulli: p={p} outside [0, 1]")
+    return <uint64_t>(p * 4294967296.0 + 0.5)
+
+
+def bernoulli_f32(float[::1] out, double p, uint64_t seed):
+    """``out[i] = 1.0`` with probability ``p`` (to 2^-33), else 0.0; deterministic
+    in ``(seed, len(out))`` (see ext/src/dropout.h)."""
+    cdef uint64_t thr = _threshold32(p)
+    if out.shape[0] > 0:
+        with nogil:
+            hpcgnn_bernoulli_f32(&out[0], out.shape[0], thr, seed)
+
+
+def bernoulli_f64(double[::1] out, double p, uint64_t seed):
+    """:func:`bernoulli_f32` for float64."""
+    cdef uint64_t thr = _threshold32(p)
+    if out.shape[0] > 0:
+        with nogil:
+            hpcgnn_bernoulli_f64(&out[0], out.shape[0], thr, seed)
+
+
+def bernoulli_u8(uint8_t[::1] out, double p, uint64_t seed):
+    """:func:`bernoulli_f32` for uint8 (and bool) buffers: 1 or 0."""
+    cdef uint64_t thr = _threshold32(p)
+    if out.shape[0] > 0:
+        with nogil:
+            hpcgnn_bernoulli_u8(&out[0], out.shape[0], thr, seed)

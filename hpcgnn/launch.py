@@ -81,9 +81,14 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
         sys.stdout.flush()
         sys.exit(0)
     if ctx.is_trainer:
+        # imported here: servers and samplers never load torch
+        from . import allocator, bernoulli
         from .comm.torch_dist import export_env
 
         export_env(ctx)          # torch.distributed.init_process_group() works as under DGL's launcher
+        # what every model's training step gains on a trainer, whoever wrote the loop
+        allocator.keep_freed_memory()       # HPCGNN_KEEP_FREED_MEMORY=0: not
+        bernoulli.install()                 # compiled CPU dropout masks; HPCGNN_FAST_BERNOULLI=0: not
         atexit.register(_finalize_at_exit, ctx)
         _finalize_before_mpi_finalize(ctx)
     return ctx

@@ -1,4 +1,4 @@
-"""hpcgnn.train.allocator: malloc keeps freed memory for the next training step."""
+"""hpcgnn.allocator: malloc keeps freed memory for the next training step."""
 import os
 import platform
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 
 from conftest import ROOT
 
-CODE = "from hpcgnn.train.allocator import keep_freed_memory as k; print(k(), k())"
+CODE = "from hpcgnn.allocator import keep_freed_memory as k; print(k(), k())"
 
 
 def _run(env_extra):

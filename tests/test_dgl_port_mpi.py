@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 
+import hpcgnn.bernoulli
 import hpcgnn.dataloading as dataloading
 import hpcgnn.distributed as dist
 from hpcgnn.comm.mpi import MPI
@@ -77,6 +78,7 @@ def test_dgl_tutorial_loop_ported_by_imports(shared_tmp):
         ctx.service.serve()
         ctx.finalize()
         return
+    assert hpcgnn.bernoulli.installed()         # the model's nn.Dropout draws its masks compiled
     th.distributed.init_process_group(backend="gloo")
     try:
         g = dist.DistGraph("g")

@@ -146,3 +146,24 @@ CLONES void hpcgnn_relu_dropout_grad_bias(const float *restrict grad, const floa
         }
     }
 }
+
+/* Bernoulli draws for PyTorch's bernoulli_(p) on CPU tensors: 32-bit draws, two
+ * per 64-bit number of the same splitmix64 stream (another seed mix than the
+ * masks'), element i is 1 when its draw is < threshold = round(p * 2^32). */
+#define BERNOULLI_FILL(NAME, T)                                                                  \
+    CLONES void NAME(T *restrict out, int64_t n, uint64_t threshold, uint64_t seed)              \
+    {                                                                                            \
+        const uint64_t base = mix64(seed ^ 0xbb67ae8584caa73bULL);                               \
+        uint64_t buf[CHUNK / 2];                                                                 \
+        for (int64_t i = 0; i < n; i += CHUNK) {                                                 \
+            const int64_t len = n - i < CHUNK ? n - i : CHUNK;                                   \
+            const uint32_t *d = (const uint32_t *)buf;                                           \
+            T *o = out + i;                                                                      \
+            draws(base, i >> 1, (len + 1) >> 1, buf);                                            \
+            for (int64_t k = 0; k < len; ++k) o[k] = (T)((uint64_t)d[k] < threshold);            \
+        }                                                                                        \
+    }
+
+BERNOULLI_FILL(hpcgnn_bernoulli_f32, float)
+BERNOULLI_FILL(hpcgnn_bernoulli_f64, double)
+BERNOULLI_FILL(hpcgnn_bernoulli_u8, uint8_t)

@@ -35,4 +35,11 @@ void hpcgnn_relu_dropout_grad_bias(const float *grad, const float *out, float sc
 /* out[i] = mask[i] ? x[i] * scale : 0 (forward and backward of dropout). */
 void hpcgnn_dropout_apply(const float *x, const uint8_t *mask, float scale, float *out, int64_t n);
 
+/* PyTorch's bernoulli_(p) for CPU tensors: out[i] = 1 with probability
+ * threshold / 2^32 (threshold = round(p * 2^32), 0 .. 2^32), else 0; 32-bit draws
+ * of a splitmix64 stream of seed, the same for a given (seed, n) everywhere. */
+void hpcgnn_bernoulli_f32(float *out, int64_t n, uint64_t threshold, uint64_t seed);
+void hpcgnn_bernoulli_f64(double *out, int64_t n, uint64_t threshold, uint64_t seed);
+void hpcgnn_bernoulli_u8(uint8_t *out, int64_t n, uint64_t threshold, uint64_t seed);
+
 #endif

@@ -47,6 +47,10 @@ class Block(NamedTuple):
         """Destination node count (also callable: ``num_dst_nodes()``)."""
         return _Count(len(self.dst_nodes))
 
+    def num_edges(self, etype=None) -> int:
+        """Edge count (DGL's ``block.num_edges()``)."""
+        return self.edge_index.shape[1]
+
     @property
     def srcdata(self) -> dict:
         """``{NID: src_nodes}`` (DGL's ``block.srcdata[dgl.NID]``)."""

@@ -155,14 +155,14 @@ def start(cfg):
     """Collective over the launch: ``hpcgnn.initialize`` with the settings' layout
     and graph (servers and samplers serve inside it and never return), torch threads
     (``cfg.threads``, or the node's cores shared among its ranks), malloc keeping
-    freed memory (:mod:`.allocator`), and the graph:
+    freed memory (:mod:`hpcgnn.allocator`), and the graph:
     ``(ctx, trainer communicator, DistGraph)``."""
     import os
 
     import hpcgnn
     from ..graph import DistGraph
     from ..partition.config import read_config
-    from .allocator import keep_freed_memory
+    from ..allocator import keep_freed_memory
 
     ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
                             graph_name=cfg.graph_name)
