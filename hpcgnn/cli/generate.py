@@ -7,12 +7,14 @@ its own run of chunks.  The file is the same for any ``R``.
 from __future__ import annotations
 
 import argparse
+import sys
 
+from ..comm.agree import agreed_over
 from ..comm.mpi import world
 from ..datasets.synthetic import CHUNK_NODES, DEFAULT_NOISE, generate_graph
 from ..datasets.synthetic_hetero import DEFAULT_NOISE as HETERO_NOISE
 from ..datasets.synthetic_hetero import generate_hetero_graph
-from ..errors import InputError
+from ..errors import HpcgnnError, InputError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,14 +55,22 @@ def run(args: argparse.Namespace) -> int:
         common["noise"] = args.noise
     if args.name is not None:
         common["name"] = args.name
-    if args.hetero:
-        if args.edge_feat:
-            raise InputError("generate: argument --edge-feat: not supported with --hetero")
-        info = generate_hetero_graph(args.out, comm, args.num_nodes, args.avg_degree, args.feat_dim,
-                                     args.num_classes, args.seed, **common)
-    else:
-        info = generate_graph(args.out, comm, args.num_nodes, args.avg_degree, args.feat_dim, args.num_classes,
-                              args.seed, edge_feat=args.edge_feat, **common)
+    if args.hetero and args.edge_feat:
+        raise InputError("generate: argument --edge-feat: not supported with --hetero")
+    try:
+        if args.hetero:
+            info = generate_hetero_graph(args.out, comm, args.num_nodes, args.avg_degree, args.feat_dim,
+                                         args.num_classes, args.seed, **common)
+        else:
+            info = generate_graph(args.out, comm, args.num_nodes, args.avg_degree, args.feat_dim,
+                                  args.num_classes, args.seed, edge_feat=args.edge_feat, **common)
+    except HpcgnnError as e:
+        if not agreed_over(e, comm):
+            raise
+        # raised alike on every rank (a full disk, bad parameters): each says so, all exit 1
+        sys.stderr.write(f"hpcgnn generate: error (rank {comm.Get_rank()}/{comm.Get_size()}): {e}\n")
+        sys.stderr.flush()
+        return 1
     if comm.Get_rank() == 0:
         print(f"hpcgnn generate: wrote {info['path']}: {info['num_nodes']} nodes, {info['num_edges']} edges, "
               f"{info['feat_dim']} features, {info['num_classes']} classes in {info['seconds']:.1f} s "

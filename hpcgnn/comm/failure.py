@@ -4,7 +4,8 @@ Installed when :mod:`hpcgnn` is imported.  The hook prints one line::
 
     hpcgnn: rank R/N (role, node K, host H): ExcType: message
 
-then the traceback of that rank, and calls ``MPI.COMM_WORLD.Abort(1)`` so that no
+then (except for hpcgnn's own errors, or with HPCGNN_DEBUG=1) the traceback of
+that rank, and calls ``MPI.COMM_WORLD.Abort(1)`` so that no
 other rank is left waiting in a collective.  In a single process it exits 1.
 The role and node shown are filled in by :func:`hpcgnn.initialize`.
 """
@@ -15,6 +16,8 @@ import sys
 import threading
 import time
 import traceback
+
+from ..errors import HpcgnnError
 
 
 class _Identity:
@@ -46,7 +49,8 @@ def failure_line(exc_type, exc) -> str:
 
 
 def abort_job(exc_type, exc, tb, code: int = 1) -> None:
-    """Print the failure line and traceback, then end the whole job."""
+    """Print the failure line (and, except for hpcgnn's own errors, the traceback),
+    then end the whole job."""
     try:
         sys.stdout.flush()
     except Exception:
@@ -58,7 +62,11 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     # The process's real stderr: torch.distributed's excepthook calls this one with
     # sys.stderr swapped for a buffer it prints only after we return (we never do).
     err = sys.__stderr__ or sys.stderr
-    for text in (lambda: line + "\n", lambda: "".join(traceback.format_exception(exc_type, exc, tb))):
+    texts = [lambda: line + "\n"]
+    if not isinstance(exc, HpcgnnError) or os.environ.get("HPCGNN_DEBUG", "0") != "0":
+        # hpcgnn's own errors say what and where in their line; HPCGNN_DEBUG=1 adds the traceback
+        texts.append(lambda: "".join(traceback.format_exception(exc_type, exc, tb)))
+    for text in texts:
         try:
             err.write(text())
             err.flush()

@@ -230,11 +230,15 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
             dsets[m] = raw.create_rows(f, f"{raw.NODE_DATA}/{m}", n, np.bool_)
         if spec.edge_feat:
             dsets["weight"] = raw.create_rows(f, f"{raw.EDGE_DATA}/weight", e, np.float32)
+        raw.reserve(f, tmp, path, comm)
         chunked.write_chunks(dsets, range(c_lo, c_hi), offsets,
                              lambda c: dict(zip(("src", "dst", "weight"), model.edges(c, model.degrees(c)))),
                              lambda c: (model.chunk_range(c)[0], model.node_data(c)))
-    finally:
+    except BaseException:
         f.close()
+        raw.discard(tmp, comm)
+        raise
+    f.close()
     raw.commit(tmp, path, comm)
     return {"path": path, "num_nodes": spec.num_nodes, "num_edges": num_edges,
             "num_classes": spec.num_classes, "feat_dim": spec.feat_dim,

@@ -308,11 +308,13 @@ def _write_h5(comm, h5_path, src, layout, bins, order, edges, halo, return_mappi
     rank = comm.Get_rank()
     P = layout.nparts
     specs = _dataset_specs(src, layout, edges, halo, return_mapping)
-    with agreed(comm):
+    with agreed(comm):          # agreed before any rank enters the collective create
         _check_space(h5_path, specs, rank)
+    with agreed(comm):
         out = PartFile(comm, h5_path)
     try:
         _create_all(out, specs, layout, edges, halo)
+        out.reserve()           # the disk space of every dataset, now: no write below can run out
         T = layout.types
         gstart = np.concatenate([[0], np.cumsum(np.bincount(bins, minlength=P * T))])
 
@@ -388,13 +390,13 @@ def _check_space(path: str, specs, rank: int) -> None:
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if soft != resource.RLIM_INFINITY and soft < need:
         raise InputError(f"{path}: the partitioned graph needs about {need} bytes, but this process may "
-                         f"write files of at most {soft} bytes (ulimit -f) (rank {rank})")
+                         f"write files of at most {soft} bytes (ulimit -f)")
     if rank == 0:
         st = os.statvfs(os.path.dirname(os.path.abspath(path)))
         free = st.f_bavail * st.f_frsize
         if free < need:
             raise InputError(f"{path}: the partitioned graph needs about {need} bytes, but the disk has "
-                             f"{free} bytes free: disk full (rank {rank})")
+                             f"{free} bytes free: disk full")
 
 
 def _create_all(out: PartFile, specs, layout: IdLayout, edges: LocalEdges, halo: Halo) -> None:

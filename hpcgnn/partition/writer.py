@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from ..comm.mpi import MPI
+from ..datasets.raw import allocated_end, reserve_file
 from ..errors import HpcgnnError
 
 CHECKSUM_ALGORITHM = "fletcher64-bytes"
@@ -85,6 +86,24 @@ class PartFile:
         g = self.f.require_group(path)
         for k, v in attrs.items():
             g.attrs[k] = v
+
+    def reserve(self) -> None:
+        """Collective: allocate the disk blocks of every dataset created so far
+        (``posix_fallocate`` up to the file's size), so that a disk that cannot hold
+        the file fails here, on every rank alike, and not in the middle of the
+        writes or in the collective close (where parallel HDF5 can hang or crash).
+        File systems without ``fallocate`` (some parallel ones) are left to the
+        free-space check made before."""
+        from ..comm.agree import raise_if_any
+
+        err = None
+        try:
+            self.f.flush()
+            if self.rank == 0:
+                reserve_file(self.path, allocated_end(self.f))
+        except Exception as e:  # noqa: BLE001 - agreed just below
+            err = _io_error(self.path, "(reserving its disk space)", self.rank, e)
+        raise_if_any(self.comm, err)
 
     def write(self, path: str, row: int, arr: np.ndarray) -> None:
         """Independent: write ``arr`` at rows ``[row, row + len(arr))`` of ``path``."""

@@ -20,6 +20,7 @@ reading windows meanwhile).
 """
 from __future__ import annotations
 
+import errno
 import glob
 import io
 import os
@@ -29,10 +30,11 @@ import re
 import numpy as np
 import torch
 
-from ..comm.agree import agreed
-from ..comm.mpi import LOCK
-from ..datasets.raw import open_h5
-from ..errors import InputError
+from ..comm.agree import agreed, raise_if_any
+from ..comm.mpi import LOCK, MPI
+from ..datasets.raw import allocated_end, open_h5, reserve_file
+from ..errors import HpcgnnError, InputError
+from ..partition.writer import checksum_hex, fletcher_partial, remove_quietly
 
 FORMAT, VERSION = "hpcgnn-checkpoint", 1
 _NAME = re.compile(r"step-(\d+)\.h5$")
@@ -60,9 +62,12 @@ def _slice(n: int, rank: int, size: int) -> tuple[int, int]:
 def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: dict | None = None,
          keep: int = 2) -> str:
     """Collective over the trainers: write checkpoint ``step``; keep the newest
-    ``keep`` complete ones.  Returns the path."""
+    ``keep`` complete ones.  Returns the path.  A disk that cannot hold it (checked,
+    then its blocks reserved before any data is written) or any write error ends
+    the save on every trainer alike with :class:`CheckpointError` naming the file,
+    the rank and the cause; the previous checkpoint is left as it was."""
     tensors = tensors or {}
-    rank, size = tcomm.Get_rank(), tcomm.Get_size()
+    rank = tcomm.Get_rank()
     folder = os.path.join(run_dir, "checkpoints")
     final = os.path.join(folder, f"step-{step}.h5")
     tmp = final + ".tmp"
@@ -74,21 +79,18 @@ def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: d
         mine = _bytes(own)
         rep_len = tcomm.bcast(len(rep) if rep is not None else 0, root=0)
         own_lens = tcomm.allgather(len(mine))
-        with open_h5(tmp, "w", tcomm) as f:
-            f.attrs["format"], f.attrs["version"], f.attrs["step"] = FORMAT, VERSION, int(step)
-            for k, v in meta.items():
-                f.attrs["meta:" + k] = v
-            d = f.create_dataset("replicated", (rep_len,), dtype=np.uint8)
+        need = rep_len + sum(own_lens) + sum(_nbytes(t) for t in tensors.values()) + (1 << 20)
+        with agreed(tcomm):             # before any trainer enters the collective create
             if rank == 0:
-                d[:] = rep
-            mine_ds = [f.create_dataset(f"trainers/{r}", (n,), dtype=np.uint8) for r, n in enumerate(own_lens)]
-            mine_ds[rank][:] = mine
-            for name, t in sorted(tensors.items()):
-                n = t.shape[0]
-                ds = f.create_dataset(f"tensors/{name}", t.shape, dtype=np.dtype(str(t.dtype).replace("torch.", "")))
-                lo, hi = _slice(n, rank, size)
-                with ds.collective:
-                    ds[lo:hi] = np.asarray(t[np.arange(lo, hi)])
+                _check_room(folder, need, run_dir)
+        with agreed(tcomm):
+            f = open_h5(tmp, "w", tcomm)
+        try:
+            _write(tcomm, f, tmp, step, meta, rep, mine, rep_len, own_lens, tensors, run_dir)
+        except BaseException:
+            if rank == 0:
+                remove_quietly(tmp)
+            raise
         tcomm.Barrier()
         if rank == 0:
             _fsync(tmp)                 # on disk before its name says complete
@@ -100,6 +102,119 @@ def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: d
                 os.remove(stale)
         tcomm.Barrier()
     return final
+
+
+class CheckpointError(HpcgnnError):
+    """A checkpoint could not be written (the previous one is intact)."""
+
+
+def _nbytes(t) -> int:
+    return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(str(t.dtype).replace("torch.", "")).itemsize
+
+
+def _kept(run_dir: str) -> str:
+    done = complete(run_dir)
+    return (f"the previous checkpoint {os.path.basename(done[-1])} is intact" if done
+            else "no earlier checkpoint exists")
+
+
+def _check_room(folder: str, need: int, run_dir: str) -> None:
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    if free < need:
+        raise CheckpointError(f"{folder}: a checkpoint needs about {need} bytes, the disk has {free} free: "
+                              f"disk full, checkpoint not written ({_kept(run_dir)})")
+
+
+def _write(tcomm, f, path, step, meta, rep, mine, rep_len, own_lens, tensors, run_dir) -> None:
+    """Collective: create every dataset, reserve their disk blocks, write, close;
+    errors are agreed after each phase (so no trainer is left in a collective)."""
+    rank, size = tcomm.Get_rank(), tcomm.Get_size()
+    err = None
+    try:
+        f.attrs["format"], f.attrs["version"], f.attrs["step"] = FORMAT, VERSION, int(step)
+        for k, v in meta.items():
+            f.attrs["meta:" + k] = v
+        sums = _checksums(tcomm, rep, mine, tensors)
+        d = f.create_dataset("replicated", (rep_len,), dtype=np.uint8)
+        d.attrs["checksum"] = sums["replicated"]
+        ds = [f.create_dataset(f"trainers/{r}", (n,), dtype=np.uint8) for r, n in enumerate(own_lens)]
+        for r, x in enumerate(ds):
+            x.attrs["checksum"] = sums[f"trainers/{r}"]
+        tds = {}
+        for name, t in sorted(tensors.items()):
+            tds[name] = f.create_dataset(f"tensors/{name}", t.shape,
+                                         dtype=np.dtype(str(t.dtype).replace("torch.", "")))
+            tds[name].attrs["checksum"] = sums[f"tensors/{name}"]
+        f.flush()
+        if rank == 0:
+            reserve_file(path, allocated_end(f))
+    except Exception as e:  # noqa: BLE001 - agreed below
+        err = e
+    _agree_or_close(tcomm, f, path, err, run_dir)
+    try:                            # independent writes: a failing rank leaves nobody in a collective
+        if rank == 0:
+            d[:] = rep
+        ds[rank][:] = mine
+        for name, t in sorted(tensors.items()):
+            lo, hi = _slice(t.shape[0], rank, size)
+            if hi > lo:
+                tds[name][lo:hi] = np.asarray(t[np.arange(lo, hi)])
+    except Exception as e:  # noqa: BLE001 - agreed below
+        err = e
+    _agree_or_close(tcomm, f, path, err, run_dir)
+    try:
+        f.close()
+    except Exception as e:  # noqa: BLE001
+        err = e
+    _agree_or_close(tcomm, None, path, err, run_dir)
+
+
+def _agree_or_close(tcomm, f, path: str, err, run_dir: str) -> None:
+    """Collective: return when no trainer failed; else close ``f`` and raise the
+    first failure on every trainer."""
+    failed = tcomm.allreduce(err is not None)
+    if not failed:
+        return
+    if f is not None:
+        try:
+            f.close()
+        except Exception:  # noqa: BLE001 - the first error is the one reported
+            pass
+    if isinstance(err, CheckpointError):
+        raise_if_any(tcomm, err)
+    raise_if_any(tcomm, None if err is None else CheckpointError(
+        f"{path}: writing the checkpoint failed on trainer {tcomm.Get_rank()}: {type(err).__name__}: {err}"
+        f"{_full_hint(err)}; checkpoint not written ({_kept(run_dir)})"))
+
+
+def _full_hint(err) -> str:
+    full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or \
+        any(w in str(err).lower() for w in ("no space", "quota", "file too large"))
+    return " (the disk or quota is full)" if full else ""
+
+
+def _checksums(tcomm, rep, mine, tensors) -> dict:
+    """Collective: the fletcher checksum of every dataset, the same on every trainer."""
+    rank, size = tcomm.Get_rank(), tcomm.Get_size()
+    out = {"replicated": tcomm.bcast(_hex(rep) if rank == 0 else None, root=0)}
+    for r, h in enumerate(tcomm.allgather(_hex(mine))):
+        out[f"trainers/{r}"] = h
+    for name, t in sorted(tensors.items()):
+        lo, hi = _slice(t.shape[0], rank, size)
+        arr = np.asarray(t[np.arange(lo, hi)]) if hi > lo else np.zeros(0, np.uint8)
+        row = _nbytes(t) // max(t.shape[0], 1)
+        out[f"tensors/{name}"] = _sum_hex(tcomm, fletcher_partial(arr, lo * row))
+    return out
+
+
+def _hex(arr: np.ndarray) -> str:
+    return checksum_hex(*fletcher_partial(arr, 0))
+
+
+def _sum_hex(tcomm, part) -> str:
+    s = tcomm.allreduce(np.array(part, dtype=np.uint64), op=MPI.SUM)
+    return checksum_hex(int(s[0]), int(s[1]))
 
 
 def _fsync(path: str) -> None:
@@ -127,6 +242,7 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
     (InputError naming the file and the field otherwise); fills ``tensors``."""
     tensors = tensors or {}
     rank, size = tcomm.Get_rank(), tcomm.Get_size()
+    parts = {}
     with LOCK:
         with agreed(tcomm):
             try:
@@ -157,14 +273,34 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
                         raise InputError(f"{path}: no tensor {name!r} of shape {tuple(t.shape)}")
                 try:
                     step = int(f.attrs["step"])
-                    replicated = _obj(f["replicated"][:])
-                    own = _obj(f[f"trainers/{rank}"][:])
-                    for name, t in tensors.items():
+                    replicated = _obj(_verified(f, "replicated", path))
+                    own = _obj(_verified(f, f"trainers/{rank}", path))
+                    for name, t in sorted(tensors.items()):
                         lo, hi = _slice(t.shape[0], rank, size)
+                        rows = f[f"tensors/{name}"][lo:hi]
+                        parts[name] = (fletcher_partial(rows, lo * (_nbytes(t) // max(t.shape[0], 1))),
+                                       f[f"tensors/{name}"].attrs.get("checksum"))
                         if hi > lo:
-                            t[np.arange(lo, hi)] = f[f"tensors/{name}"][lo:hi]
+                            t[np.arange(lo, hi)] = rows
                 except (OSError, KeyError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
                     raise UnreadableCheckpoint(f"{path}: damaged checkpoint ({type(e).__name__}: {e})") from None
+        with agreed(tcomm):
+            for name, (part, want) in sorted(parts.items()):     # same names, same order on every trainer
+                got = _sum_hex(tcomm, part)
+                if want is not None and got != want:
+                    raise UnreadableCheckpoint(f"{path}: dataset '/tensors/{name}' checksum {got} differs from "
+                                               f"the one saved with it ({want}): damaged checkpoint")
         for t in tensors.values():
             t.barrier()
     return step, replicated, own
+
+
+def _verified(f, name: str, path: str) -> np.ndarray:
+    """Dataset ``name``'s bytes, checked against the checksum saved with them
+    (checkpoints written before checksums have none)."""
+    arr = f[name][:]
+    want = f[name].attrs.get("checksum")
+    if want is not None and _hex(arr) != want:
+        raise UnreadableCheckpoint(f"{path}: dataset '/{name}' checksum {_hex(arr)} differs from the one saved "
+                                   f"with it ({want}): damaged checkpoint")
+    return arr
