@@ -8,7 +8,11 @@ enters.
 from contextlib import contextmanager
 import pickle
 
+import numpy as np
+
 from ..errors import HpcgnnError
+from . import watchdog
+from .mpi import MPI
 
 
 def _rebuild(exc: BaseException, rank: int) -> BaseException:
@@ -34,9 +38,7 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
     ``exc`` is this rank's exception or ``None``.  Returns normally when no rank failed.
     """
     rank = comm.Get_rank()
-    from .mpi import MPI
-
-    first = comm.allreduce(rank if exc is not None else comm.Get_size(), op=MPI.MIN)
+    first = reduce_int(comm, rank if exc is not None else comm.Get_size(), MPI.MIN)
     if first == comm.Get_size():
         return
     payload = None
@@ -62,8 +64,6 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
 
 
 def _world_ranks(comm) -> tuple:
-    from .mpi import MPI
-
     n = comm.Get_size()
     return tuple(sorted(comm.Get_group().Translate_ranks(list(range(n)), MPI.COMM_WORLD.Get_group())))
 
@@ -110,6 +110,14 @@ def agreed(comm):
 
 def agree_all(comm, ok: bool) -> bool:
     """Collective: True when ``ok`` holds on every rank."""
-    from .mpi import MPI
+    return bool(reduce_int(comm, 1 if ok else 0, MPI.MIN))
 
-    return bool(comm.allreduce(1 if ok else 0, op=MPI.MIN))
+
+def reduce_int(comm, value: int, op) -> int:
+    """Collective: ``value`` reduced with ``op`` over ``comm``, waiting at most
+    ``HPCGNN_TIMEOUT`` (:mod:`.watchdog`; a buffer ``Allreduce`` lets that watch run
+    meanwhile, a pickled ``allreduce`` holds the interpreter)."""
+    buf = np.array([value], dtype=np.int64)
+    with watchdog.waiting("the other ranks to reach the same collective step"):
+        comm.Allreduce(MPI.IN_PLACE, buf, op=op)
+    return int(buf[0])

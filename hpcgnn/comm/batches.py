@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import watchdog
 from .mpi import MPI
 
 REQ_TAG = 0x4851
@@ -53,13 +54,14 @@ class BatchChannel:
     def recv_frame(self, source: int, lid: int):
         """Receive the next frame of loader ``lid`` from ``source``: ``(header, arrays)``."""
         tag = FRAME_TAG + lid
-        header, meta = self.comm.recv(source=source, tag=tag)
-        arrays = []
-        for dt, shape in meta:
-            a = np.empty(shape, dtype=np.dtype(dt))
-            if a.size:
-                self.comm.Recv(a.reshape(-1).view(np.uint8), source=source, tag=tag)
-            arrays.append(a)
+        with watchdog.waiting(f"a batch from sampler rank {source}", (source,)):   # world ranks (a Dup)
+            header, meta = self.comm.recv(source=source, tag=tag)
+            arrays = []
+            for dt, shape in meta:
+                a = np.empty(shape, dtype=np.dtype(dt))
+                if a.size:
+                    self.comm.Recv(a.reshape(-1).view(np.uint8), source=source, tag=tag)
+                arrays.append(a)
         return header, arrays
 
     @staticmethod

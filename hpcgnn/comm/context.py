@@ -11,7 +11,7 @@ import os
 import socket
 
 from ..errors import InputError, LayoutError
-from . import failure
+from . import failure, peers, watchdog
 from .agree import raise_if_any
 from .layout import ROLES, Layout, describe_plan, plan_roles
 from .mpi import MPI
@@ -204,6 +204,7 @@ def initialize(layout: str | Layout | None = None, ranks_per_node: int | None = 
     try:
         lay = Layout.parse(layout if layout is not None else os.environ.get("HPCGNN_LAYOUT"))
         failure.finish_timeout_s()            # a bad value fails now, not at the job's end
+        watchdog.timeout_s()
     except (LayoutError, ValueError) as e:
         err, lay = (e if isinstance(e, LayoutError) else InputError(str(e))), None
     raise_if_any(world, err)
@@ -219,6 +220,7 @@ def initialize(layout: str | Layout | None = None, ranks_per_node: int | None = 
     node_role_comm = world.Split(node_id * len(ROLES) + ridx, rank)
     failure.identity.role = role
     failure.identity.node = node_id
+    peers.record(world, role, node_id)         # a lost or frozen rank can then be named
     return Context(world, lay, plan, node_id, node_comm, role_comm, node_role_comm, node_of)
 
 

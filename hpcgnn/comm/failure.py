@@ -18,6 +18,7 @@ import time
 import traceback
 
 from ..errors import HpcgnnError
+from . import peers, watchdog
 
 
 class _Identity:
@@ -48,6 +49,31 @@ def failure_line(exc_type, exc) -> str:
             f"{exc_type.__name__}: {msg}")
 
 
+#: How a lost peer shows in the survivor's exception (gloo, MPI, sockets).
+LOST_PEER = ("connection reset by peer", "connection closed by peer", "broken pipe", "connection refused",
+             "timed out waiting", "socket timeout", "mpi_err_proc_failed", "no route to host")
+
+
+def lost_peer(exc) -> bool:
+    """Whether ``exc`` is what a rank sees when another rank disappeared."""
+    try:
+        text = str(exc).lower()
+    except Exception:  # noqa: BLE001
+        return False
+    return any(w in text for w in LOST_PEER)
+
+
+def _blame_line(exc_type, exc, line: str) -> tuple[str, bool]:
+    """For a lost peer: the line naming the rank that failed first (found on this
+    host), and whether it was found; else ``line`` with a pointer."""
+    gone = peers.troubled()
+    short = str(exc).strip().replace("\n", " | ")[:240]
+    if gone:
+        who = "; ".join(peers.describe(r) for r in gone)
+        return f"hpcgnn: {who}: {peers.me()} lost its connection ({exc_type.__name__}: {short})", True
+    return line + " (another rank ended or cannot be reached; the ranks on its host name it)", False
+
+
 def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     """Print the failure line (and, except for hpcgnn's own errors, the traceback),
     then end the whole job."""
@@ -61,9 +87,16 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
         line = f"hpcgnn: pid {os.getpid()}: {getattr(exc_type, '__name__', exc_type)}"
     # The process's real stderr: torch.distributed's excepthook calls this one with
     # sys.stderr swapped for a buffer it prints only after we return (we never do).
+    secondary = named = False
+    if lost_peer(exc):
+        secondary = True
+        try:
+            line, named = _blame_line(exc_type, exc, line)
+        except Exception:  # noqa: BLE001 - never let the naming hide the failure
+            pass
     err = sys.__stderr__ or sys.stderr
     texts = [lambda: line + "\n"]
-    if not isinstance(exc, HpcgnnError) or os.environ.get("HPCGNN_DEBUG", "0") != "0":
+    if not (isinstance(exc, HpcgnnError) or secondary) or os.environ.get("HPCGNN_DEBUG", "0") != "0":
         # hpcgnn's own errors say what and where in their line; HPCGNN_DEBUG=1 adds the traceback
         texts.append(lambda: "".join(traceback.format_exception(exc_type, exc, tb)))
     for text in texts:
@@ -75,14 +108,15 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     mod, rank, size = _rank_size()
     if mod is not None and size > 1:
         # give the launcher's output forwarding a moment to carry the lines above
-        # before Abort tears the job down (they were lost without it)
-        time.sleep(0.5)
+        # before Abort tears the job down (they were lost without it); a survivor
+        # that could not name the lost rank waits longer, for its host-mates to
+        time.sleep(0.5 if named or not secondary else 2.0)
         mod.COMM_WORLD.Abort(code)
     os._exit(code)
 
 
 #: How long a rank that finished waits for the rest of its group at the end
-#: (``HPCGNN_FINISH_TIMEOUT`` seconds) before it ends the job.
+#: (``HPCGNN_FINISH_TIMEOUT`` seconds, else ``HPCGNN_TIMEOUT``) before it ends the job.
 FINISH_TIMEOUT_S = 600.0
 
 
@@ -95,7 +129,7 @@ def finish_timeout_s() -> float:
     value raises ``ValueError`` naming the variable (checked at initialization)."""
     raw = os.environ.get("HPCGNN_FINISH_TIMEOUT", "")
     if not raw:
-        return FINISH_TIMEOUT_S
+        return watchdog.timeout_s() if os.environ.get("HPCGNN_TIMEOUT") else FINISH_TIMEOUT_S
     try:
         limit = float(raw)
     except ValueError:
@@ -126,9 +160,11 @@ def finish_barrier(comm, what: str, timeout_s: float | None = None) -> None:
         while not req.Test():
             waited = time.monotonic() - t0
             if waited > limit:
+                stuck = "; ".join(peers.describe(r) for r in peers.troubled()) or \
+                    "one of them is probably waiting for a rank that ended early"
                 exc = FinishTimeout(f"{what}: this rank finished, but the rest of its group did not reach the end "
-                                    f"within {limit:.0f} s (one of them is probably waiting for a rank that "
-                                    "ended early); ending the job. HPCGNN_FINISH_TIMEOUT sets the wait.")
+                                    f"within {limit:.0f} s ({stuck}); ending the job. HPCGNN_FINISH_TIMEOUT "
+                                    "(default: HPCGNN_TIMEOUT) sets the wait.")
                 abort_job(FinishTimeout, exc, None)
             if not told and waited > min(60.0, limit / 2):
                 told = True

@@ -14,6 +14,7 @@ import atexit
 import signal
 import threading
 
+from .agree import reduce_int
 from .mpi import LOCK, MPI
 
 _requested = threading.Event()
@@ -63,7 +64,7 @@ def agreed_stop(comm) -> bool:
     """Collective over ``comm``: whether any rank of it received a stop signal (so
     all stop at the same step)."""
     with LOCK:
-        return bool(comm.allreduce(int(_requested.is_set()), op=MPI.MAX))
+        return bool(reduce_int(comm, int(_requested.is_set()), MPI.MAX))
 
 
 def clear() -> None:

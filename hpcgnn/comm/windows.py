@@ -63,6 +63,7 @@ from .datatypes import element_type as _element_type
 from .mpi import MPI, serialized
 from .rowwrites import RowWrites
 from . import transfers as _transfers
+from . import watchdog as _watchdog
 from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
 from .._ext import row_addresses as _ext_row_addresses
 from .._ext import route_by_range as _ext_route_by_range
@@ -372,7 +373,7 @@ class RowStore(RowWrites):
             cids = crows = None            # the labelling pass copied the cached rows already
         if in_place:
             _ext_gather_ranges(bases, bounds, ids, flat, range_of, cids, crows)
-        self._complete(pending)
+        self._complete(pending, [int(self._owners[k]) for k in np.flatnonzero(counts).tolist()] if pending else ())
         if cache is not None:
             self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
         return out
@@ -400,7 +401,14 @@ class RowStore(RowWrites):
         return _transfers.issue(win, target, disps, rows2d, kind, spans, old, per_row, self.row_bytes,
                                 op=op, result2d=result2d, origin_rows=origin_rows, requests=pipelined)
 
-    _complete = staticmethod(_transfers.complete)
+    def _complete(self, pending, ranks=None) -> None:
+        """Wait for the operations ``pending`` on the ranges of world ``ranks``
+        (default: every owner), at most ``HPCGNN_TIMEOUT`` (:mod:`.watchdog`)."""
+        if not pending:
+            return
+        with _watchdog.waiting(f"rows of {self.name!r} (one-sided reads and writes)",
+                               self._owners.tolist() if ranks is None else ranks):
+            _transfers.complete(pending)
 
     # ------------------------------------------------------------------ sync, lifetime
     @serialized

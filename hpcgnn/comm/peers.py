@@ -1,0 +1,66 @@
+"""Who every rank of the job is, and whether a rank on this host still runs.
+
+:func:`record` (collective, from initialize) keeps each world rank's role, node,
+host and process id.  When a rank loses a peer (a connection reset, a wait that
+ran past ``HPCGNN_TIMEOUT``), :func:`describe` names that peer, and
+:func:`troubled` finds the ranks on this host whose process is gone or stopped, so
+that the first line a user reads names the rank that failed rather than the
+survivor's own secondary error.  Ranks on other hosts cannot be looked at from
+here; their host-mates name them.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+from .mpi import MPI
+
+#: world rank -> (role, node, host, pid); empty before initialize
+TABLE: dict[int, tuple] = {}
+
+
+def record(world, role: str, node) -> None:
+    """Collective over ``world``: learn every rank's role, node, host and pid."""
+    me = (MPI.COMM_WORLD.Get_rank(), role, node, socket.gethostname(), os.getpid())
+    TABLE.update({r: rest for r, *rest in world.allgather(me)})
+
+
+def state(rank: int) -> str | None:
+    """``"gone"`` (no process), ``"stopped"`` (SIGSTOP, a debugger), ``"running"``,
+    or None when the rank is on another host or unknown."""
+    entry = TABLE.get(rank)
+    if entry is None or entry[2] != socket.gethostname():
+        return None
+    try:
+        with open(f"/proc/{entry[3]}/stat") as f:
+            code = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "gone"
+    return {"Z": "gone", "X": "gone", "T": "stopped", "t": "stopped"}.get(code, "running")
+
+
+def describe(rank: int) -> str:
+    """``rank R (role, node K, host H)``, and ``, its process is gone`` (or
+    stopped) when it is on this host and not running."""
+    entry = TABLE.get(rank)
+    if entry is None:
+        return f"rank {rank}"
+    role, node, host, _ = entry
+    tail = {"gone": ", whose process is gone", "stopped": ", whose process is stopped (SIGSTOP?)"}.get(state(rank), "")
+    return f"rank {rank} ({role}, node {node}, host {host}){tail}"
+
+
+def troubled(among=None) -> list[int]:
+    """Ranks on this host (of ``among``, default all) whose process is gone or stopped."""
+    me = MPI.COMM_WORLD.Get_rank() if MPI.Is_initialized() and not MPI.Is_finalized() else None
+    ranks = sorted(TABLE) if among is None else sorted(among)
+    return [r for r in ranks if r != me and state(r) in ("gone", "stopped")]
+
+
+def me() -> str:
+    """This rank, as :func:`describe` names it (without a state: it runs)."""
+    if not MPI.Is_initialized():
+        return f"pid {os.getpid()}"
+    rank = MPI.COMM_WORLD.Get_rank()
+    entry = TABLE.get(rank)
+    return f"rank {rank}" if entry is None else f"rank {rank} ({entry[0]}, node {entry[1]}, host {entry[2]})"

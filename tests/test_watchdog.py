@@ -1,0 +1,130 @@
+"""Lost and frozen ranks (issue 29): the first line names the rank that failed, and
+a wait on a rank that does not answer ends the job after HPCGNN_TIMEOUT."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hpcgnn.comm import failure, peers, watchdog
+
+SCRIPT = """
+import os, signal, sys
+import hpcgnn
+from hpcgnn.comm.agree import agreed
+from hpcgnn.comm.mpi import MPI
+ctx = hpcgnn.initialize("servers=0,samplers=0,trainers=rest", serve=False)
+if MPI.COMM_WORLD.Get_rank() == int(sys.argv[1]):
+    os.kill(os.getpid(), signal.SIGSTOP)            # frozen: a node stuck in I/O, a debugger
+with agreed(MPI.COMM_WORLD):
+    pass
+print("not reached by", MPI.COMM_WORLD.Get_rank(), flush=True)
+"""
+
+
+def test_timeout_setting_is_checked(monkeypatch):
+    monkeypatch.delenv("HPCGNN_TIMEOUT", raising=False)
+    assert watchdog.timeout_s() == watchdog.DEFAULT_TIMEOUT_S
+    monkeypatch.setenv("HPCGNN_TIMEOUT", "12.5")
+    assert watchdog.timeout_s() == 12.5
+    for bad in ("0", "-3", "soon", "inf"):
+        monkeypatch.setenv("HPCGNN_TIMEOUT", bad)
+        with pytest.raises(ValueError, match="HPCGNN_TIMEOUT"):
+            watchdog.timeout_s()
+
+
+@pytest.mark.timeout(60)
+def test_peer_states_on_this_host(monkeypatch):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        table = {0: ("server", 0, os.uname().nodename, os.getpid()), 1: ("trainer", 0, os.uname().nodename, child.pid),
+                 2: ("trainer", 1, "another-host", child.pid)}
+        monkeypatch.setattr(peers, "TABLE", table)
+        assert peers.state(1) == "running" and peers.state(2) is None     # other hosts: not looked at
+        os.kill(child.pid, signal.SIGSTOP)
+        for _ in range(100):
+            if peers.state(1) == "stopped":
+                break
+            time.sleep(0.05)
+        assert peers.state(1) == "stopped"
+        assert peers.describe(1) == f"rank 1 (trainer, node 0, host {os.uname().nodename}), whose process is " \
+                                    "stopped (SIGSTOP?)"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        assert peers.state(1) == "gone" and 1 in peers.troubled()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_lost_peer_errors_are_recognised():
+    assert failure.lost_peer(RuntimeError("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]"))
+    assert failure.lost_peer(RuntimeError("Timed out waiting 20000ms for recv operation to complete"))
+    assert not failure.lost_peer(ValueError("shape mismatch"))
+
+
+@pytest.mark.timeout(180)
+def test_a_frozen_rank_ends_the_job_after_the_timeout_naming_it(mpirun):
+    t0 = time.monotonic()
+    res = mpirun(3, [sys.executable, "-c", SCRIPT, "2"], timeout=150, env={"HPCGNN_TIMEOUT": "5"})
+    took = time.monotonic() - t0
+    # the launcher wakes the frozen rank to end it; the two that waited never go on
+    assert res.returncode != 0 and "not reached by 0" not in res.stdout and "not reached by 1" not in res.stdout
+    first = next(ln for ln in res.stderr.splitlines() if ln.startswith("hpcgnn:"))
+    assert first.startswith("hpcgnn: rank 2 (trainer, node 0, host ") and "whose process is stopped" in first, \
+        res.stderr
+    assert "did not answer within 5 s" in first and "HPCGNN_TIMEOUT=5" in first
+    assert took < 140                 # ended by the watchdog, not by the test's own limit
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    from conftest import mpi_launch
+
+    d = tmp_path_factory.mktemp("watchdog")
+    hp = [sys.executable, "-m", "hpcgnn"]
+    for argv in (["generate", str(d / "g.h5"), "--num-nodes", "3000", "--avg-degree", "8", "--feat-dim", "8",
+                  "--num-classes", "4", "--seed", "0", "--name", "g"],
+                 ["partition", str(d / "g.h5"), "-o", str(d / "parts"), "-k", "2"]):
+        res = mpi_launch(2, hp + argv, timeout=240)
+        assert res.returncode == 0, res.stderr
+    return str(d / "parts" / "g.json")
+
+
+@pytest.mark.timeout(300)
+def test_a_server_frozen_mid_training_is_named(parts, tmp_path):
+    from conftest import clean_mpi_env
+
+    cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
+           "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "400",
+           "--run-dir", str(tmp_path / "run"), "--progress", "off", "--eval-every", "0"]
+    job = subprocess.Popen(cmd, env=clean_mpi_env({"HPCGNN_TIMEOUT": "10"}), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        for line in job.stdout:                         # training has started
+            if '"kind": "epoch"' in line:
+                break
+        server = [int(p) for p in subprocess.run(["pgrep", "-f", str(tmp_path / "run")], capture_output=True,
+                                                 text=True).stdout.split()]
+        ranks = {}
+        for pid in server:
+            try:
+                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            for kv in env:
+                if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    ranks[int(kv.split(b"=")[1])] = pid
+        os.kill(ranks[2], signal.SIGSTOP)               # the server of node 1
+        out, err = job.communicate(timeout=200)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert job.returncode != 0
+    first = next(ln for ln in err.splitlines() if ln.startswith("hpcgnn:"))
+    assert first.startswith("hpcgnn: rank 2 (server, node 1, host ") and "whose process is stopped" in first, err
+    assert '"kind": "final"' not in out
