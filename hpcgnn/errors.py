@@ -16,3 +16,8 @@ class LayoutError(InputError):
 
 class PartitionError(HpcgnnError):
     """The partitioner failed or produced something unusable."""
+
+
+class NonFiniteLoss(HpcgnnError):
+    """A training step's loss was NaN or infinite: every trainer stopped at that step
+    (raised alike on each), without a checkpoint of the state it left."""

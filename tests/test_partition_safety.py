@@ -147,12 +147,13 @@ def _partitioned(shared_dir, name: str):
 
 
 def _refused(cfg, conf: dict, name: str, words: str) -> None:
-    """``conf`` written next to ``cfg`` as ``name.json``: DistGraph refuses it."""
+    """``conf`` written next to ``cfg`` as ``name.json``: DistGraph refuses it (the
+    checks behind the digest: it is left out, as in a JSON from before it existed)."""
     from hpcgnn.graph import DistGraph
 
     p = os.path.join(os.path.dirname(cfg), f"{name}.json")
     with open(p, "w") as f:
-        json.dump(conf, f)
+        json.dump({k: v for k, v in conf.items() if k != "config_digest"}, f)
     with pytest.raises(InputError, match=words):
         DistGraph(name, part_config=p)
 
@@ -192,6 +193,7 @@ def test_info_summarizes_and_names_a_file_of_another_graph(shared_dir):
     with open(other) as f:
         other_h5 = os.path.join(os.path.dirname(other), json.load(f)["h5_file"])
     conf["h5_file"] = os.path.relpath(other_h5, os.path.dirname(cfg))
+    del conf["config_digest"]                  # the checks behind it
     wrong = os.path.join(os.path.dirname(cfg), "wrong.json")
     with open(wrong, "w") as f:
         json.dump(conf, f)

@@ -3,7 +3,9 @@
 Per partition: inner and halo nodes, stored edges, cut edges and every balance
 constraint; then totals and the imbalance (largest part / mean) of each constraint.
 ``--json`` prints the same as one JSON object for scripts.  Independent: reads the
-JSON configuration only (and checks that its HDF5 file is there).
+JSON configuration (its digest and totals checked) and checks that its HDF5 file
+holds the partitions it describes (each group's counts); ``hpcgnn verify`` also
+checks every dataset's checksum.
 """
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import json
 import os
 
 from ..errors import InputError
+from ..graph.partition_book import RangePartitionBook
 from ..partition.config import read_config
+from ..partition.verify import structure_problems
 
 
 def add_arguments(p):
@@ -21,10 +25,12 @@ def add_arguments(p):
 
 def _check_file(config_path: str, cfg: dict, h5: str) -> None:
     """The HDF5 file holds the partitions the JSON describes (each one's CSR rows and
-    edges): a JSON pointing at another graph's file is named, not summarized."""
+    edges, and its group's counts): a JSON pointing at another graph's file is named,
+    not summarized."""
     import h5py
 
     T = max(1, len(cfg["edge_map"]))
+    book = RangePartitionBook(cfg, 0)
     try:
         f = h5py.File(h5, "r")
     except OSError as e:
@@ -38,6 +44,10 @@ def _check_file(config_path: str, cfg: dict, h5: str) -> None:
                 got = "no CSR" if d is None else f"{d.shape[0] - 1} CSR rows and {int(d[-1])} edges"
                 raise InputError(f"{config_path}: {h5} /part{p} holds {got}; the JSON's node_map/edge_map "
                                  f"say {n * T} and {e} (is the JSON's h5_file another graph's?)")
+            problems = structure_problems(f, p, tuple(int(v) for v in book.node_ranges[p]),
+                                          tuple(int(v) for v in book.edge_ranges[p]), h5, config_path)
+            if problems:
+                raise InputError(problems[0])
 
 
 def summarize(config_path: str) -> dict:

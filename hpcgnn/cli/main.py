@@ -11,6 +11,8 @@ import importlib
 import sys
 
 import hpcgnn  # noqa: F401  (installs the failure hook, initialises MPI)
+from ..comm import peers
+from ..comm.mpi import world
 
 SUBCOMMANDS = {
     "doctor": ("hpcgnn.cli.doctor", "check MPI, RMA and shared-memory windows, parallel HDF5, ParMETIS, torch"),
@@ -18,6 +20,8 @@ SUBCOMMANDS = {
     "convert": ("hpcgnn.cli.convert", "convert an OGB directory or an edge list into the raw format"),
     "partition": ("hpcgnn.cli.partition", "partition a raw graph with ParMETIS into one parallel-HDF5 file"),
     "info": ("hpcgnn.cli.info", "describe a partitioned graph: nodes, halo, edges, cut, balance"),
+    "verify": ("hpcgnn.cli.verify", "check a partitioned graph against its JSON: digest, counts, checksums "
+                                    "(parallel)"),
     "train": ("hpcgnn.cli.train", "train GraphSAGE for node classification on a partitioned graph (parallel)"),
 }
 
@@ -41,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if world().Get_size() > 1:
+        peers.record(world(), "no role", "?")    # a rank lost before initialize is named too
     if argv[:1] == ["train"]:            # its own parser (settings, TOML file, --help)
         from .train import main_argv
 

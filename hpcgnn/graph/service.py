@@ -9,13 +9,17 @@ world runs the same operation, so its MPI collectives line up.  Followers wait i
 one-sided reads aimed at their memory — until the trainers shut the service down.
 
 Commands are checked on the trainers before they are sent, so a follower only ever
-runs a command that is valid; anything that still fails on a follower aborts the job
-(see :mod:`hpcgnn.comm.failure`) rather than leaving the trainers waiting.
+runs a command that is valid.  An error the operation raised alike on every rank of
+the world (agreed, e.g. a partition file whose checksums are not its JSON's) reaches
+the trainers as well: the followers keep serving, and the trainers decide (end the
+job, or go on without that graph).  Anything else that fails on a follower aborts
+the job (see :mod:`hpcgnn.comm.failure`) rather than leaving the trainers waiting.
 """
 from __future__ import annotations
 
 import os
 
+from ..comm.agree import agreed_over
 from ..comm.batches import BatchChannel
 from ..comm.control import SHUTDOWN, ControlChannel
 from ..comm.failure import finish_barrier
@@ -118,7 +122,12 @@ class Service:
             return False
         if op not in self.OPS:
             raise RuntimeError(f"hpcgnn service: unknown command {op!r} from the leader trainer")
-        getattr(self, "op_" + op)(*args)
+        try:
+            getattr(self, "op_" + op)(*args)
+        except InputError as e:
+            if not agreed_over(e, self.ctx.world):
+                raise
+            # raised alike on every rank: the trainers have it and decide what follows
         return True
 
     # -- operations (run on every rank of the world) ----------------------------------

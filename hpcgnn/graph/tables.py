@@ -19,6 +19,11 @@ edge data       edges            one table per ``/part{p}/edge/<name>``
 
 Edge ``e`` of partition ``p`` sits at position ``e - edge_start[p]`` of that
 partition's CSR, so ``csr`` rows are global edge ids and sampling needs nothing else.
+
+The owner checks what it reads against the JSON: the group's counts, and the
+checksum of every dataset of the group the JSON has one for (the arrays as read;
+datasets the tables do not hold are read for it), unless ``HPCGNN_VERIFY=0``.  A
+failure on any owner is raised alike on every rank of the launch.
 """
 from __future__ import annotations
 
@@ -27,9 +32,11 @@ import os
 import h5py
 import numpy as np
 
+from ..comm.agree import agreed
 from ..comm.windows import RowStore
 from ..partition.arrays import unique_counts
-from ..partition.config import read_config
+from ..partition.config import read_config, verify_enabled
+from ..partition.verify import PartChecks, structure_problems
 from ..errors import InputError
 from .partition_book import RangePartitionBook
 
@@ -65,8 +72,13 @@ class GraphTables:
                       for k, v in sorted(self.config.get("node_feats", {}).items())}
         self.edata = {k: table(f"edata:{k}", eb, tuple(v["shape"]), np.dtype(v["dtype"]))
                       for k, v in sorted(self.config.get("edge_feats", {}).items())}
-        if mine:
-            self._fill(mine)
+        try:
+            with agreed(ctx.world):          # an owner's failure (a checksum): every rank raises it
+                if mine:
+                    self._fill(mine)
+        except Exception:
+            self.free()
+            raise
         self.csr.barrier()
         # degree in the other direction: every owner counts its stored endpoints
         if mine:
@@ -76,8 +88,10 @@ class GraphTables:
         self.rev_degree.barrier()
 
     def _fill(self, parts: list[int]) -> None:
-        """Owner: copy my partitions' rows from the HDF5 file into my window memory."""
+        """Owner: copy my partitions' rows from the HDF5 file into my window memory,
+        checking each dataset against the JSON's checksum as it is read."""
         nrow0 = erow0 = 0
+        verify = verify_enabled()
         try:
             f = h5py.File(self.h5_path, "r")
         except OSError as e:
@@ -89,10 +103,12 @@ class GraphTables:
                 n, e = ne - ns, ee - es
                 T = self.num_etypes
                 g = self._check_part(f, p, n, e, T)
+                sums = PartChecks(self.config, p, self.h5_path, self.config_path, enabled=verify)
                 indptr = g["csr/indptr"][:]
                 where = f"{self.h5_path} (named by {self.config_path})"
                 if indptr[0] != 0 or (len(indptr) > 1 and np.any(np.diff(indptr) < 0)):
                     raise InputError(f"{where}: /part{p}/csr/indptr must start at 0 and never decrease")
+                sums.check("csr/indptr", indptr)
                 csr = self.csr.local_rows[nrow0:nrow0 + n].reshape(n, T, 2)
                 csr[:, :, 0] = (es + indptr[:-1]).reshape(T, n).T
                 csr[:, :, 1] = (es + indptr[1:]).reshape(T, n).T
@@ -102,14 +118,18 @@ class GraphTables:
                     if got.min() < 0 or got.max() >= self.num_nodes:
                         raise InputError(f"{where}: /part{p}/csr/indices holds node ids outside "
                                          f"[0, {self.num_nodes})")
+                    sums.check("csr/indices", got)
                     own = self.owner.local_rows[erow0:erow0 + e]
                     own[:] = np.repeat(np.tile(np.arange(ns, ne, dtype=np.int64), T), np.diff(indptr))
                 for k, st in self.ndata.items():
                     if n:
-                        st.local_rows[nrow0:nrow0 + n] = g[f"node/{k}"][:]
+                        st.local_rows[nrow0:nrow0 + n] = rows = g[f"node/{k}"][:]
+                        sums.check(f"node/{k}", rows)
                 for k, st in self.edata.items():
                     if e:
-                        st.local_rows[erow0:erow0 + e] = g[f"edge/{k}"][:]
+                        st.local_rows[erow0:erow0 + e] = rows = g[f"edge/{k}"][:]
+                        sums.check(f"edge/{k}", rows)
+                sums.check_rest(g)               # what the tables do not hold (halo, ids), and empty ones
                 nrow0 += n
                 erow0 += e
 
@@ -121,6 +141,11 @@ class GraphTables:
         if f"part{p}" not in f or "csr/indptr" not in f[f"part{p}"]:
             raise InputError(f"{where}: no group /part{p} with a CSR")
         g = f[f"part{p}"]
+        counts = structure_problems(f, p, (int(self.node_bounds[p]), int(self.node_bounds[p + 1])),
+                                    (int(self.edge_bounds[p]), int(self.edge_bounds[p + 1])), self.h5_path,
+                                    self.config_path)
+        if counts:
+            raise InputError(counts[0])
         if g["csr/indptr"].shape != (n * T + 1,) or int(g["csr/indptr"][-1]) != e:
             raise InputError(f"{where}: /part{p} holds {g['csr/indptr'].shape[0] - 1} CSR rows and "
                              f"{int(g['csr/indptr'][-1])} edges; the JSON's node_map/edge_map say {n * T} and {e}")

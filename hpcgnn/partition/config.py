@@ -1,8 +1,15 @@
 """The partition configuration (``<out>/<graph_name>.json``): output-directory rules,
-atomic writing and reading.  Every key is described in docs/format.md."""
+atomic writing and reading.  Every key is described in docs/format.md.
+
+The JSON carries a digest of its own content (``config_digest``), written with it
+and checked when it is read: a JSON edited after partitioning is refused (a JSON
+without the key, from before it existed, is read as it is).  ``HPCGNN_VERIFY=0``
+turns off the checks against the digest and the datasets' checksums
+(:func:`verify_enabled`)."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 
@@ -12,6 +19,22 @@ FORMAT = "hpcgnn-partitioned"
 VERSION = 1
 NTYPE = "_N"  # the node type name of a homogeneous graph (DGL's default)
 ETYPE = "_E"
+DIGEST_KEY = "config_digest"
+VERIFY_ENV = "HPCGNN_VERIFY"
+
+
+def verify_enabled() -> bool:
+    """Whether loads check the JSON's digest and the datasets' checksums: yes unless
+    ``HPCGNN_VERIFY`` is ``0`` (or ``false``, ``no``, ``off``), read at each call."""
+    return os.environ.get(VERIFY_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def config_digest(config: dict) -> str:
+    """``sha256:<hex>`` of the canonical JSON (sorted keys, no spaces) of every key
+    but ``config_digest`` itself."""
+    body = {k: v for k, v in config.items() if k != DIGEST_KEY}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def config_path(out_dir: str, graph_name: str) -> str:
@@ -89,11 +112,14 @@ def check_output_dir(out_dir: str, graph_name: str, overwrite: bool, rank: int,
 
 
 def write_config_atomic(path: str, config: dict) -> None:
-    """Independent: write the JSON to a temporary file, fsync, then rename over ``path``."""
+    """Independent: write the JSON, with its ``config_digest`` last, to a temporary
+    file, fsync, then rename over ``path``."""
     tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp")
+    body = json.loads(json.dumps({k: v for k, v in config.items() if k != DIGEST_KEY}))  # as read back
+    body[DIGEST_KEY] = config_digest(body)
     try:
         with open(tmp, "w") as f:
-            json.dump(config, f, indent=1, sort_keys=False)
+            json.dump(body, f, indent=1, sort_keys=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -106,10 +132,25 @@ def write_config_atomic(path: str, config: dict) -> None:
         raise
 
 
-def read_config(config: str | dict) -> tuple[dict, str]:
-    """Independent: (configuration dict, its directory) from a path or an already-read dict."""
+def read_config(config: str | dict, *, strict: bool = True) -> tuple[dict, str]:
+    """Independent: (configuration dict, its directory) from a path or an already-read dict.
+
+    A path's JSON is checked: its keys and their types, then (``strict``) its content:
+    the digest (unless ``HPCGNN_VERIFY=0``) and the totals (:func:`content_problems`).
+    ``strict=False`` leaves the content to the caller (``hpcgnn verify`` lists every
+    problem).  Raises :class:`InputError` naming the file and the key."""
     if isinstance(config, dict):
         return config, config.get("_dir", ".")
+    d = _load_json(config)
+    _check_keys(config, d)
+    if strict:
+        problems = content_problems(config, d, digest=verify_enabled())
+        if problems:
+            raise InputError(problems[0])
+    return d, os.path.dirname(os.path.abspath(config))
+
+
+def _load_json(config: str) -> dict:
     try:
         with open(config) as f:
             d = json.load(f)
@@ -120,6 +161,10 @@ def read_config(config: str | dict) -> tuple[dict, str]:
     if not isinstance(d, dict):
         raise InputError(f"{config}: a partition configuration is a JSON object, this file holds a "
                          f"{type(d).__name__}")
+    return d
+
+
+def _check_keys(config: str, d: dict) -> None:
     if d.get("format") != FORMAT:
         raise InputError(f"{config}: key 'format' is {d.get('format')!r}, expected {FORMAT!r}")
     if d.get("version") != VERSION:
@@ -138,7 +183,41 @@ def read_config(config: str | dict) -> tuple[dict, str]:
             if not isinstance(bounds, list) or len(bounds) != d["num_parts"]:
                 raise InputError(f"{config}: key {key!r}, type {t!r}: expected one [start, end] per partition "
                                  f"({d['num_parts']}), got {bounds!r}")
-    return d, os.path.dirname(os.path.abspath(config))
+
+
+def content_problems(config: str, d: dict, digest: bool = True) -> list[str]:
+    """Independent: one line per disagreement inside a JSON whose keys are there:
+    the ``config_digest`` (with ``digest``), ``num_nodes``/``num_edges`` against the
+    ``node_map``/``edge_map`` ranges, and each entry of ``parts`` against its ranges."""
+    out = []
+    if digest and DIGEST_KEY in d and d[DIGEST_KEY] != config_digest(d):
+        out.append(f"{config}: the JSON was edited after partitioning: its content does not match its "
+                   f"'{DIGEST_KEY}'; partition the graph again or, if the edit is intended, delete the "
+                   f"'{DIGEST_KEY}' key ({VERIFY_ENV}=0 skips this check)")
+    for total, key, count in (("num_nodes", "node_map", "num_inner_nodes"), ("num_edges", "edge_map", "num_edges")):
+        sizes = [part_span(d[key], p) for p in range(d["num_parts"])]
+        if None in sizes:
+            continue                     # malformed ranges: the partition book names them
+        if sum(sizes) != d[total]:
+            out.append(f"{config}: key '{total}' is {d[total]} but '{key}' covers {sum(sizes)}")
+        for p, (want, part) in enumerate(zip(sizes, d["parts"])):
+            got = part.get(count) if isinstance(part, dict) else None
+            if isinstance(got, int) and got != want:
+                out.append(f"{config}: key 'parts', partition {p}: '{count}' is {got} but '{key}' gives it {want}")
+    return out
+
+
+def part_span(ranges: dict, p: int) -> int | None:
+    """Ids of partition ``p`` in a ``node_map``/``edge_map`` (over every type), or None
+    where its ``[start, end]`` pairs are not pairs of integers."""
+    n = 0
+    for bounds in ranges.values():
+        b = bounds[p]
+        if not (isinstance(b, list) and len(b) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                              for v in b)):
+            return None
+        n += b[1] - b[0]
+    return n
 
 
 #: keys every reader needs, and their JSON types (docs/format.md describes them all)

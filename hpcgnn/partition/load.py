@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..graph.partition_book import RangePartitionBook
-from .config import read_config
-from .writer import checksum_hex, fletcher_partial
+from .config import read_config, verify_enabled
+from .verify import PartChecks, structure_problems
 
 
 @dataclass
@@ -77,14 +77,17 @@ def load_partition_book(config, part_id: int) -> RangePartitionBook:
     return RangePartitionBook(conf, part_id)
 
 
-def load_partition(config, part_id: int, *, verify: bool = False) -> Partition:
+def load_partition(config, part_id: int, *, verify: bool = True) -> Partition:
     """Independent: load partition ``part_id`` of the graph described by ``config``
-    (the JSON's path).  ``verify``: recompute this partition's checksums."""
+    (the JSON's path).  The group's counts are checked against the JSON; with
+    ``verify`` (and unless ``HPCGNN_VERIFY=0``) every dataset of the group against
+    the JSON's checksum, as it is read."""
     import h5py
 
     conf, base = read_config(config)
     book = RangePartitionBook(conf, part_id)
     path = _h5_path(conf, base)
+    name = config if isinstance(config, str) else "the partition configuration"
     g = f"part{part_id}"
     try:
         f = h5py.File(path, "r")
@@ -93,29 +96,31 @@ def load_partition(config, part_id: int, *, verify: bool = False) -> Partition:
     with f:
         if g not in f:
             raise InputError(f"{path}: group '/{g}' missing")
+        problems = structure_problems(f, part_id, tuple(int(v) for v in book.node_ranges[part_id]),
+                                      tuple(int(v) for v in book.edge_ranges[part_id]), path, name)
+        if problems:
+            raise InputError(problems[0])
         grp = f[g]
-        rd = lambda k: grp[k][()] if k in grp else None  # noqa: E731
-        if verify:
-            _verify(conf, f, g, path)
+        sums = PartChecks(conf, part_id, path, name, enabled=verify and verify_enabled())
+
+        def rd(k):
+            if k not in grp:
+                return None
+            rows = grp[k][()]
+            sums.check(k, rows)
+            return rows
+
         a = grp.attrs
-        return Partition(
+        part = Partition(
             part_id=part_id, graph_name=conf["graph_name"],
             node_start=int(a["node_start"]), node_end=int(a["node_end"]),
             edge_start=int(a["edge_start"]), edge_end=int(a["edge_end"]),
             indptr=rd("csr/indptr"), indices=rd("csr/indices"), halo_nodes=rd("halo_nodes"),
-            node_feats={k: v[()] for k, v in grp["node"].items()} if "node" in grp else {},
-            edge_feats={k: v[()] for k, v in grp["edge"].items()} if "edge" in grp else {},
+            node_feats={k: rd(f"node/{k}") for k in grp["node"]} if "node" in grp else {},
+            edge_feats={k: rd(f"edge/{k}") for k in grp["edge"]} if "edge" in grp else {},
             node_type=rd("node_type"), edge_type=rd("edge_type"),
             orig_nid=rd("orig_nid"), orig_eid=rd("orig_eid"), halo_hops=rd("halo_hops"),
             halo_indptr=rd("halo_csr/indptr"), halo_indices=rd("halo_csr/indices"),
             halo_eid=rd("halo_csr/eid"), edge_dir=conf.get("edge_dir", "in"), book=book, config=conf)
-
-
-def _verify(conf: dict, f, group: str, path: str) -> None:
-    sums = conf.get("checksums", {}).get("datasets", {})
-    for name, want in sums.items():
-        if not name.startswith(group + "/"):
-            continue
-        got = checksum_hex(*fletcher_partial(f[name][()], 0))
-        if got != want:
-            raise InputError(f"{path}: dataset '/{name}' checksum {got} differs from the configuration's {want}")
+        sums.check_rest(grp)
+        return part

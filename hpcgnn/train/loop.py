@@ -2,17 +2,22 @@
 R-GCN): resume from the newest checkpoint, checkpoint every N steps and on
 SIGUSR1/SIGTERM (agreed by every trainer at a step boundary), ``max_steps`` and
 ``epoch_steps``, the per-epoch totals, and the progress bar.  What a step computes
-is the script's ``step_fn``."""
+is the script's ``step_fn``.  A loss that is not finite (NaN, inf) on any trainer
+stops every trainer at that step, without a checkpoint: it is agreed in the same
+allreduce as the stop signals, one per step as before."""
 from __future__ import annotations
 
 import glob
+import math
 import os
 import sys
 import time
 from dataclasses import dataclass
 
+
 from ..comm import signals
-from ..comm.agree import agreed
+from ..comm.agree import agreed, reduce_int
+from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
 from . import checkpoint
 from .common import all_checkpoints, newest_checkpoint, rng_state, set_rng_state
@@ -111,6 +116,8 @@ class EpochSteps:
     loss_sum: float = 0.0     # sum of loss x count
     correct: int = 0
     seen: int = 0
+    nonfinite: bool = False   # a trainer's loss was NaN or inf at step ``step`` (the run stops)
+    last_loss: float = 0.0    # this trainer's loss at that step
 
 
 def progress_bar(cfg, show_here: bool, total: int, epoch: int):
@@ -145,16 +152,21 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
         t0 = time.perf_counter()
         loss, correct, count = step_fn(b)
         r.compute_s += time.perf_counter() - t0
-        r.loss_sum += loss.item() * count
+        value = loss.item()
+        r.step += 1
+        signal, r.nonfinite = step_flags(tc, math.isfinite(value))
+        if r.nonfinite:                   # no checkpoint of what this step left; fit() raises
+            r.last_loss, r.stopped = value, True
+            break
+        r.loss_sum += value * count
         r.correct += int(correct)
         r.seen += count
-        r.step += 1
         if bar is not None:
             bar.update(1)
         epoch_over = bool(epoch_steps) and loader.position[1] >= epoch_steps
         if epoch_over:
             loader.finish_epoch()         # a checkpoint here resumes at the next epoch
-        stop = signals.agreed_stop(tc) or (cfg.max_steps > 0 and r.step >= cfg.max_steps)
+        stop = signal or (cfg.max_steps > 0 and r.step >= cfg.max_steps)
         if stop or (cfg.checkpoint_every > 0 and r.step % cfg.checkpoint_every == 0):
             ckpt.save(r.step, {k: getattr(r, k) for k in ("loss_sum", "correct", "seen", "compute_s")})
         if stop:
@@ -167,6 +179,15 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
     # the loader points at the next epoch's start once an epoch's last batch is out
     r.epoch_complete = r.seen > 0 and loader.position[1] == 0
     return r
+
+
+def step_flags(tc, finite: bool) -> tuple[bool, bool]:
+    """Collective over the trainers, once per step: (a stop signal reached a trainer,
+    a trainer's loss was not finite), in one allreduce (what ``signals.agreed_stop``
+    alone did)."""
+    with LOCK:                  # bounded by HPCGNN_TIMEOUT: a trainer frozen mid-run is named
+        flags = reduce_int(tc, int(signals.requested()) | (0 if finite else 2), MPI.BOR)
+    return bool(flags & 1), bool(flags & 2)
 
 
 def stop_message(prog: str, step: int, cfg) -> str:

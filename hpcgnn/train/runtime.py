@@ -6,7 +6,9 @@ the trainers (gloo on CPUs, NCCL on GPUs) bootstrapped from MPI, the run directo
 locked for the job, checkpoints every N steps and on SIGUSR1/SIGTERM with a bitwise
 resume (model, optimizer, RNG states, loader position, distributed tables),
 ``max_steps``/``epoch_steps``, a per-epoch JSON line on stdout plus ``log.jsonl``,
-``metrics.csv`` and ``curve.png``, a progress bar, and periodic evaluation.  It
+``metrics.csv`` and ``curve.png``, a progress bar, and periodic evaluation; a NaN or
+infinite loss on any trainer stops every trainer at that step
+(:class:`~hpcgnn.errors.NonFiniteLoss`, no checkpoint of that state).  It
 knows nothing about the model: the three built-in tasks (node classification, link
 prediction, R-GCN) are clients of it, as a user's script is::
 
@@ -21,6 +23,7 @@ prediction, R-GCN) are clients of it, as a user's script is::
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -31,9 +34,10 @@ import torch
 
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
-from ..errors import InputError
+from ..errors import InputError, NonFiniteLoss
 from ..launch import current_context
-from .common import allreduce, allsum, check_run_dir, partitions_digest, pick_device, wrap_ddp
+from .common import (allreduce, allsum, check_run_dir, newest_checkpoint, partitions_digest, pick_device,
+                     wrap_ddp)
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
 from .runlog import RunLog
 
@@ -127,7 +131,12 @@ class Trainer:
         ``{"val_acc": ...}``) runs every ``eval_every`` epochs and its values join the
         epoch's row; ``eval_keys`` (e.g. ``("val_acc",)``) are in every row, None where
         the epoch was not evaluated (one set of columns in metrics.csv).
-        ``describe``: words for the start line."""
+        ``describe``: words for the start line.
+
+        A loss that is NaN or infinite on any trainer ends the run on every trainer at
+        that step: :class:`~hpcgnn.errors.NonFiniteLoss` (one line naming the step,
+        epoch and trainer) is raised on each, and no checkpoint is written of the
+        state that step left (the last good one stays)."""
         if (loss_fn is None) == (step_fn is None):
             raise InputError(f"{self.name}: fit takes a loss_fn or a step_fn (one of them)")
         step_fn = step_fn or self._default_step(loss_fn)
@@ -145,6 +154,8 @@ class Trainer:
             r = run_steps(loader, step_fn, self.tc, self.settings, res.step, ckpt,
                           bar=progress_bar(self.settings, self.rank == 0, len(loader), epoch))
             res.step, res.stopped = r.step, r.stopped
+            if r.nonfinite:
+                self._stop_on_nonfinite_loss(r, epoch)
             if res.stopped and not r.epoch_complete:
                 break
             row = self._epoch_row(epoch, loader.stats, r, time.perf_counter() - t_epoch)
@@ -163,6 +174,17 @@ class Trainer:
                 print(stop_message(self.name, res.step, self.settings), flush=True)
         self.result = res
         return res
+
+    def _stop_on_nonfinite_loss(self, r, epoch: int) -> None:
+        """Collective over the trainers: raise on each the :class:`NonFiniteLoss` of
+        the lowest trainer whose loss was not finite."""
+        self.log.flush()
+        last = newest_checkpoint(self.tc, self.run_dir)
+        with agreed(self.tc):
+            if not math.isfinite(r.last_loss):
+                raise NonFiniteLoss(f"{self.name}: the loss is {r.last_loss} at step {r.step} (epoch {epoch}) on "
+                                    f"trainer {self.rank}; every trainer stopped there, no checkpoint written "
+                                    f"(the last good one: {last or 'none'})")
 
     def _default_step(self, loss_fn: Callable) -> Callable:
         def step(b):
