@@ -90,20 +90,21 @@ def settings_or_exit(parse, argv, prog: str):
 
 
 def run_or_exit(run, cfg, prog: str) -> int:
-    """``run(cfg)``; an input error (or a NaN loss) raised alike on every trainer (or
+    """``run(cfg)``; an hpcgnn error (bad input, a NaN loss, a checkpoint the disk
+    cannot hold) raised alike on every trainer (or
     every rank) ends the job cleanly: one line per rank, the servers released, exit
     status 1, instead of tracebacks and an abort.  Any other error still aborts the
     whole job."""
     import sys
 
     from ..comm.agree import agreed_over
-    from ..errors import InputError, NonFiniteLoss
+    from ..errors import HpcgnnError
     from ..launch import current_context
 
     try:
         run(cfg)
         return 0
-    except (InputError, NonFiniteLoss) as e:
+    except HpcgnnError as e:
         ctx = current_context()
         tc = ctx.trainer_comm if ctx is not None else None
         if not (agreed_over(e, MPI.COMM_WORLD) or agreed_over(e, tc)):
