@@ -446,15 +446,19 @@ def from_pyg(data, path: str, comm=None, name: str = "pyg", overwrite: bool = Fa
     f = raw.create_raw(tmp, comm, graph_name=name, num_nodes=n, num_edges=e, num_classes=num_classes)
     try:
         nlo, nhi = raw.slice_bounds(n, rank, size)
-        for row, dname in enumerate((raw.EDGES_SRC, raw.EDGES_DST)):
-            d = raw.create_rows(f, dname, e, np.int64)
-            raw.write_rows(d, lo, ei[row, lo:hi].astype(np.int64))
+        writes = [(raw.create_rows(f, dname, e, np.int64), lo, ei[row, lo:hi].astype(np.int64))
+                  for row, dname in enumerate((raw.EDGES_SRC, raw.EDGES_DST))]
         for group, prefix, a, b in ((node, raw.NODE_DATA, nlo, nhi), (edge, raw.EDGE_DATA, lo, hi)):
             for key in sorted(group):
                 v = group[key]
-                d = raw.create_rows(f, f"{prefix}/{key}", v.shape[0], v.dtype, v.shape[1:])
-                raw.write_rows(d, a, v[a:b])
-    finally:
+                writes.append((raw.create_rows(f, f"{prefix}/{key}", v.shape[0], v.dtype, v.shape[1:]), a, v[a:b]))
+        raw.reserve(f, tmp, path, comm)        # every dataset created: their blocks, before any write
+        for d, start, rows in writes:
+            raw.write_rows(d, start, rows)
+    except BaseException:
         f.close()
+        raw.discard(tmp, comm)
+        raise
+    f.close()
     raw.commit(tmp, path, comm)
     return {"path": path, "num_nodes": n, "num_edges": e, "num_classes": num_classes}
