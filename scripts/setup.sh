@@ -22,7 +22,7 @@ die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 
 # slurm-wlm + munge: a real single-node SLURM for tests/test_slurm.py (its daemons are
 # started by the test itself, in a temporary directory; nothing is enabled system-wide)
-apt_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libparmetis-dev libmetis-dev pkg-config slurm-wlm munge"
+apt_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libparmetis-dev libmetis-dev pkg-config slurm-wlm munge iproute2"
 
 # ---------------------------------------------------------------------------
 # 1. System packages (apt, when we can) or a check of what the cluster provides.
