@@ -46,6 +46,7 @@ import ctypes
 import fcntl
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -54,6 +55,13 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _under_tmp() -> list[str]:
+    """The checkout and the interpreter's prefixes, where they live under /tmp."""
+    paths = {ROOT, os.path.realpath(ROOT), sys.prefix, os.path.realpath(sys.prefix),
+             os.path.dirname(os.path.realpath(sys.executable))}
+    return sorted({p for p in paths if p.startswith("/tmp/")})
 AGENT = os.path.join(ROOT, "scripts", "netns_agent.sh")
 
 PREFIX = "hpcgnn"                        # every name the bed makes starts with this
@@ -333,9 +341,16 @@ class Testbed:
             _run(["ip", "link", "set", h.veth(net), "master", bridge, "up"])
             _run(["ip", "-n", h.name, "addr", "add", f"{prefix}.{h.index + 2}/24", "dev", dev])
             _run(["ip", "-n", h.name, "link", "set", dev, "up"])
+        # a checkout or venv under /tmp (a CI clone) stays visible under the private /tmp:
+        # bound aside before the tmpfs covers /tmp, then bound back at the same path
+        old = os.path.join(self.state, f"old-tmp-{h.index}")
+        os.makedirs(old, exist_ok=True)
+        keep = "".join(f"mkdir -p {shlex.quote(p)}; mount --bind {shlex.quote(old + p[len('/tmp'):])} "
+                       f"{shlex.quote(p)}; " for p in _under_tmp())
         script = (f"set -e; hostname {h.name}; "
                   f"mount -t tmpfs -o mode=1777 {h.name}-shm /dev/shm; "
-                  f"mount -t tmpfs -o mode=1777 {h.name}-tmp /tmp; "
+                  f"mount --bind /tmp {shlex.quote(old)}; "
+                  f"mount -t tmpfs -o mode=1777 {h.name}-tmp /tmp; {keep}"
                   f"mount --bind {etc_hosts} /etc/hosts; "
                   f"echo ready; exec -a {HOLDER}-{h.index} sleep infinity")
         h.holder = subprocess.Popen(
@@ -624,7 +639,6 @@ def _relay_main(dev_bridge, dev_host, ms):
 
 def _main(argv):
     import argparse
-    import shlex
 
     ap = argparse.ArgumentParser(prog="python tests/hosts.py", description="the multi-host test bed by hand "
                                  "(docs/testbed.md)")

@@ -226,6 +226,7 @@ mp=$!
 for i in $(seq 1 300); do [ "$(grep -c '^segments /' "$TMPDIR/ranks.out")" -ge 2 ] && break; sleep 0.2; done
 kill -9 $mp
 wait $mp || true
+pkill -9 -f "sleeper-[{mark[0]}]{mark[1:]}" || true       # the orphaned ranks (a job's end kills them)
 for i in $(seq 1 300); do pgrep -f "sleeper-[{mark[0]}]{mark[1:]}" >/dev/null || break; sleep 0.2; done
 cat "$TMPDIR/ranks.out"
 for s in $(sed -n 's/^segments //p' "$TMPDIR/ranks.out"); do [ -e "$s" ] && echo "left $s"; done
