@@ -205,7 +205,8 @@ c = MPI.COMM_WORLD
 c.sendrecv(c.rank, dest=(c.rank + 1) % c.size, source=(c.rank - 1) % c.size)   # peers' segments mapped too
 c.Barrier()
 segs = sorted({ln.split()[-1] for ln in open("/proc/self/maps") if "vader_segment" in ln})
-print("segments", " ".join(segs), flush=True)
+for mine in c.gather(segs, root=0) or []:     # one writer: two ranks' lines could interleave
+    print("segments", " ".join(mine), flush=True)
 time.sleep(120)                 # sleeper-MARK
 """
 
