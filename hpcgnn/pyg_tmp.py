@@ -12,7 +12,7 @@ temporary directory.
 that one call write into a directory of this process's own instead: made with
 ``mkdtemp`` (mode 0700) in the job's temporary directory (``tempfile.gettempdir()``:
 ``$TMPDIR``, else ``/tmp``) when PyG first writes a file, named
-``hpcgnn-pyg-HOST-PID-XXXXXXXX``, and removed with its files when the process ends:
+``hpcgnn-pyg-<host>-<pid>-`` plus mkdtemp's random suffix, and removed with its files when the process ends:
 at exit, and when an uncaught exception ends the process through hpcgnn's failure
 hook (which aborts the job without running exit handlers).  A process killed outright
 (``SIGKILL``, the rest of a job torn down by ``MPI_Abort``) leaves its directory; the

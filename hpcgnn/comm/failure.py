@@ -9,7 +9,6 @@ that rank, and calls ``MPI.COMM_WORLD.Abort(1)`` so that no
 other rank is left waiting in a collective.  In a single process it exits 1.
 The role and node shown are filled in by :func:`hpcgnn.initialize`.
 """
-import math
 import os
 import socket
 import sys
@@ -125,18 +124,11 @@ class FinishTimeout(TimeoutError):
 
 
 def finish_timeout_s() -> float:
-    """``HPCGNN_FINISH_TIMEOUT`` (seconds, finite and > 0) or the default; a bad
-    value raises ``ValueError`` naming the variable (checked at initialization)."""
-    raw = os.environ.get("HPCGNN_FINISH_TIMEOUT", "")
-    if not raw:
-        return watchdog.timeout_s() if os.environ.get("HPCGNN_TIMEOUT") else FINISH_TIMEOUT_S
-    try:
-        limit = float(raw)
-    except ValueError:
-        limit = float("nan")
-    if not (math.isfinite(limit) and limit > 0):
-        raise ValueError(f"HPCGNN_FINISH_TIMEOUT={raw!r}: expected a positive number of seconds")
-    return limit
+    """``HPCGNN_FINISH_TIMEOUT`` (seconds, finite and > 0), else ``HPCGNN_TIMEOUT``,
+    else 600; a bad value raises ``ValueError`` naming the variable (checked at
+    initialization)."""
+    return watchdog.seconds_from_env("HPCGNN_FINISH_TIMEOUT", watchdog.timeout_s() if
+                                     os.environ.get("HPCGNN_TIMEOUT") else FINISH_TIMEOUT_S)
 
 
 def finish_barrier(comm, what: str, timeout_s: float | None = None) -> None:

@@ -29,19 +29,24 @@ _thread: threading.Thread | None = None
 _keys = itertools.count()
 
 
-def timeout_s() -> float:
-    """``HPCGNN_TIMEOUT`` (seconds, finite and > 0) or 600; a bad value raises
-    ``ValueError`` naming the variable (checked at initialization)."""
-    raw = os.environ.get("HPCGNN_TIMEOUT", "")
+def seconds_from_env(name: str, default: float) -> float:
+    """``name`` from the environment (seconds, finite and > 0), or ``default`` when
+    unset; a bad value raises ``ValueError`` naming the variable."""
+    raw = os.environ.get(name, "")
     if not raw:
-        return DEFAULT_TIMEOUT_S
+        return default
     try:
         limit = float(raw)
     except ValueError:
         limit = float("nan")
     if not (math.isfinite(limit) and limit > 0):
-        raise ValueError(f"HPCGNN_TIMEOUT={raw!r}: expected a positive number of seconds")
+        raise ValueError(f"{name}={raw!r}: expected a positive number of seconds")
     return limit
+
+
+def timeout_s() -> float:
+    """``HPCGNN_TIMEOUT`` or 600 (checked at initialization)."""
+    return seconds_from_env("HPCGNN_TIMEOUT", DEFAULT_TIMEOUT_S)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..comm.agree import agreed
 from ..errors import InputError
-from . import raw
+from . import diskspace, raw
 
 BLOCK_BYTES = 1 << 26  # text read per block
 BLOCK_ROWS = 1 << 22   # rows per block from .npy / parquet
@@ -452,7 +452,7 @@ def from_pyg(data, path: str, comm=None, name: str = "pyg", overwrite: bool = Fa
             for key in sorted(group):
                 v = group[key]
                 writes.append((raw.create_rows(f, f"{prefix}/{key}", v.shape[0], v.dtype, v.shape[1:]), a, v[a:b]))
-        raw.reserve(f, tmp, path, comm)        # every dataset created: their blocks, before any write
+        diskspace.reserve(f, tmp, path, comm)        # every dataset created: their blocks, before any write
         for d, start, rows in writes:
             raw.write_rows(d, start, rows)
     except BaseException:

@@ -12,7 +12,6 @@ independent.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 from contextlib import AbstractContextManager, nullcontext
@@ -144,53 +143,6 @@ def write_rows(dset: h5py.Dataset, lo: int, rows: np.ndarray) -> None:
     """Write ``rows`` into ``dset[lo:lo + len(rows)]`` (independent I/O)."""
     if len(rows):
         dset[lo:lo + len(rows)] = rows
-
-
-def allocated_end(f: h5py.File) -> int:
-    """Independent: the end of the last byte allocated to a dataset of the open file
-    ``f`` (parallel HDF5 allocates contiguous datasets when they are created)."""
-    end = 0
-
-    def visit(_, obj):
-        nonlocal end
-        if isinstance(obj, h5py.Dataset):
-            off = obj.id.get_offset()
-            if off is not None:
-                end = max(end, int(off) + int(obj.id.get_storage_size()))
-
-    f.visititems(visit)
-    return end
-
-
-def reserve_file(path: str, size: int) -> None:
-    """Independent: make ``path`` own ``size`` bytes of disk (OSError ENOSPC when the
-    disk cannot hold them); nothing where the file system has no ``fallocate``."""
-    if size <= 0 or not hasattr(os, "posix_fallocate"):
-        return
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as e:
-        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            raise
-    finally:
-        os.close(fd)
-
-
-def reserve(f: h5py.File, tmp: str, path: str, comm=None) -> None:
-    """Collective: reserve the disk blocks of every dataset created in ``f`` (the
-    file ``tmp``, to become ``path``), so that the writes that follow cannot run
-    out of space half-way (parallel HDF5 then hangs or crashes in the close).  A
-    disk that cannot hold it: InputError on every rank naming ``path``."""
-    with guard(comm):
-        f.flush()
-        if _rank(comm) == 0:
-            need = allocated_end(f)
-            try:
-                reserve_file(tmp, need)
-            except OSError as e:
-                raise InputError(f"{path}: the disk cannot hold the file's {need} bytes ({e.strerror}): "
-                                 "disk full") from None
 
 
 def commit(tmp: str, path: str, comm=None) -> None:

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import InputError
-from . import chunked, raw
+from . import chunked, diskspace, raw
 
 CHUNK_NODES = 1 << 16
 #: noise std calibrated so that a linear classifier on features alone reaches
@@ -230,7 +230,7 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
             dsets[m] = raw.create_rows(f, f"{raw.NODE_DATA}/{m}", n, np.bool_)
         if spec.edge_feat:
             dsets["weight"] = raw.create_rows(f, f"{raw.EDGE_DATA}/weight", e, np.float32)
-        raw.reserve(f, tmp, path, comm)
+        diskspace.reserve(f, tmp, path, comm)
         chunked.write_chunks(dsets, range(c_lo, c_hi), offsets,
                              lambda c: dict(zip(("src", "dst", "weight"), model.edges(c, model.degrees(c)))),
                              lambda c: (model.chunk_range(c)[0], model.node_data(c)))

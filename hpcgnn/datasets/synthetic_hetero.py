@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import InputError
-from . import chunked, raw
+from . import chunked, diskspace, raw
 from .synthetic import CHUNK_NODES, DEGREE_SHAPE, DEST_SKEW, SyntheticSpec, _pareto_scale
 
 NTYPES = ["paper", "author", "institution", "field"]
@@ -256,7 +256,7 @@ def generate_hetero_graph(path: str, comm, num_nodes: int, avg_degree: float, fe
             dsets[m] = raw.create_rows(f, f"{raw.NODE_DATA}/{m}", n, np.bool_)
         for key in ("feat", "label") + raw.MASKS:
             dsets[key].attrs["ntypes"] = json.dumps(["paper"])  # describes papers only
-        raw.reserve(f, tmp, path, comm)
+        diskspace.reserve(f, tmp, path, comm)
         chunked.write_chunks(dsets, range(c_lo, c_hi), offsets,
                              lambda c: dict(zip(("src", "dst", "etype"), model.edges(c))),
                              lambda c: (model.chunk_range(c)[0], model.node_data(c)))

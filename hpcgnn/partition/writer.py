@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from ..comm.mpi import MPI
-from ..datasets.raw import allocated_end, reserve_file
+from ..datasets.diskspace import allocated_end, reserve_file
 from ..errors import HpcgnnError
 
 CHECKSUM_ALGORITHM = "fletcher64-bytes"

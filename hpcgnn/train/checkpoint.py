@@ -32,7 +32,8 @@ import torch
 
 from ..comm.agree import agreed, raise_if_any
 from ..comm.mpi import LOCK, MPI
-from ..datasets.raw import allocated_end, open_h5, reserve_file
+from ..datasets.diskspace import allocated_end, reserve_file
+from ..datasets.raw import open_h5
 from ..errors import HpcgnnError, InputError
 from ..partition.writer import checksum_hex, fletcher_partial, remove_quietly
 
