@@ -10,8 +10,8 @@ partitioner):
 * hpcgnn: ``hpcgnn train --model M`` (stock PyG layers on per-layer blocks; ``sage`` is
   hpcgnn's fused SAGE), ``mpirun -n 4``, 2 virtual nodes of [server, trainer];
 * DGL: its distributed module with its own layer of the same kind
-  (``bench/dgl_peer/train.py --model M``: SAGEConv mean, GraphConv norm='both',
-  GATConv 4 heads then 1, GINConv with a 2-layer MLP), 2 emulated machines of
+  (``bench/dgl_peer/train.py --model M``: SAGEConv mean, GraphConv norm='right',
+  GATConv 4 heads then 1, GINConv with a 2-layer MLP, LayerNorm inside), 2 emulated machines of
   [server, trainer] on this host;
 
 and hpcgnn's ``sage-pyg`` (stock PyG SAGEConv through the blocks) beside its fused

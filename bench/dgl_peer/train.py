@@ -15,7 +15,7 @@ kind ``hpcgnn train --model`` trains: ``sage`` SAGEConv (mean), ``gcn`` GraphCon
 (norm='right' as hpcgnn's ``gcn``, allow_zero_in_degree=True, on the graph as
 partitioned: no self-loops added, where hpcgnn's ``gcn`` adds one per destination of
 each block), ``gat`` GATConv (4 heads of
-hidden/4 concatenated, then 1 head), ``gin`` GINConv with a 2-layer MLP (sum).
+hidden/4 concatenated, then 1 head), ``gin`` GINConv (sum) with a 2-layer MLP, LayerNorm after its first product.
 ``HPCGNN_PEER_MACHINE`` names the emulated machine of a trainer (all share one
 host address; run.py gives each machine its own /dev/shm).
 """
@@ -56,7 +56,7 @@ class Net(nn.Module):
                 layers.append(GATConv(a, b if last else b // heads, 1 if last else heads,
                                       allow_zero_in_degree=True))
             elif kind == "gin":
-                layers.append(GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), "sum"))
+                layers.append(GINConv(nn.Sequential(nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU(), nn.Linear(b, b)), "sum"))
             else:
                 raise SystemExit(f"--model {kind!r}: one of {', '.join(MODELS)}")
         self.layers = nn.ModuleList(layers)

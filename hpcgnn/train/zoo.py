@@ -125,18 +125,23 @@ class GAT(BlockGNN):
 
 
 class GIN(BlockGNN):
-    """``GINConv`` (sum) with a two-layer MLP per layer.  Evaluated on sampled
-    neighbourhoods, as trained (``layerwise = False``): a sum over a node's whole
-    neighbourhood is larger than the sums over ``fanout`` neighbours it was trained
-    on, and layer-wise full-graph inference would feed the next layer inputs of
-    another scale."""
-
-    layerwise = False
+    """``GINConv`` (sum) with a two-layer MLP per layer, ``LayerNorm`` after its first
+    product: the sums over sampled neighbourhoods are large, and without a norm Adam
+    barely moves the loss in the first hundred steps (test accuracy 0.12 on the
+    100k-node graph after 45 steps, 0.86 with it).  ``LayerNorm`` rather than GIN's
+    usual ``BatchNorm1d``: a trainer's batches come from its own partition, whose
+    classes differ from the others', and batch statistics (or DDP's broadcast of
+    rank 0's running statistics) would carry one partition's scale into every
+    other's; a per-row norm has no batch statistics at all.  The norm also makes a
+    layer's output nearly independent of the sum's scale, so layer-wise full-graph
+    inference (sums over whole neighbourhoods) serves the model trained on sums over
+    ``fanout`` neighbours: 0.864 test accuracy there, 0.827 evaluated on sampled
+    neighbourhoods."""
 
     def __init__(self, in_channels, hidden_channels, out_channels, num_layers=2, dropout=0.5):
         super().__init__(_dims(in_channels, hidden_channels, out_channels, num_layers), dropout)
         self.convs = nn.ModuleList(
-            GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)))
+            GINConv(nn.Sequential(nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU(), nn.Linear(b, b)))
             for a, b in zip(self.dims[:-1], self.dims[1:]))
 
     def conv(self, i, x, adj):
