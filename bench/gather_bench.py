@@ -9,7 +9,15 @@ one thread everywhere.  The other ranks wait as servers do when serving
 in a blocking barrier (``block``).  Prints one JSON object (ratios: > 1 is faster than
 index_select).
 
+``--feat-dtype bf16|fp16`` (issue 30) also holds the same rows rounded to that
+half precision (as ``hpcgnn partition --feat-dtype`` stores features) and gathers the
+same ids from both tables, interleaved repeat by repeat: under ``"half"``, the bytes
+each gather moves and the time of the half gather, and of the half gather plus the
+upcast to float32 that the loader does, against the float32 gather
+(``time_vs_float32``: < 1 is faster), both into reused buffers.
+
     mpirun -n 4 --mca mpi_yield_when_idle 1 python bench/gather_bench.py
+    mpirun -n 4 --mca mpi_yield_when_idle 1 python bench/gather_bench.py --rows 200000 --feat-dtype bf16
     # RMA across hosts emulated over TCP:
     HPCGNN_SHM_SCOPE=node mpirun -n 4 --mca btl self,tcp --mca osc sm,pt2pt \\
         --mca mpi_yield_when_idle 1 python bench/gather_bench.py
@@ -28,6 +36,7 @@ from hpcgnn.comm.mpi import MPI, library_version
 from hpcgnn.comm import datatypes
 from hpcgnn.comm.progress import serve_until
 from hpcgnn.comm.windows import RowStore
+from hpcgnn.partition.featdtype import NAMES, STORAGE, FeatConversion
 
 
 def timed(fn, repeats):
@@ -42,6 +51,32 @@ def timed(fn, repeats):
     return min(ts)
 
 
+def half_comparison(st, sth, logical, local_ids, remote_ids, repeats):
+    """The same ids from the float32 table ``st`` and its half-precision copy ``sth``
+    (``logical``: ``bfloat16`` or ``float16``), interleaved repeat by repeat, each
+    into a reused buffer; the half rows also made float32 (the loader's upcast)."""
+    m, d = len(local_ids[0]), st.row_shape[0]
+    out32, out16 = np.empty((m, d), np.float32), np.empty((m, d), sth.dtype)
+    up = torch.empty((m, d), dtype=torch.float32)
+    view = torch.from_numpy(out16.view(np.int16)).view(torch.bfloat16) if logical == "bfloat16" \
+        else torch.from_numpy(out16)
+    res = {}
+    for where, ids in (("local", local_ids), ("remote", remote_ids)):
+        t = {"float32": [], "half": [], "half_upcast": []}
+        for i in range(repeats):
+            t["float32"].append(timed(lambda _: st.gather(ids[i], out=out32), 1))
+            t["half"].append(timed(lambda _: sth.gather(ids[i], out=out16), 1))
+            t["half_upcast"].append(timed(lambda _: (sth.gather(ids[i], out=out16), up.copy_(view)), 1))
+        assert torch.equal(up, torch.from_numpy(out32).to(view.dtype).float())      # the rows rounded
+        best = {k: min(v) for k, v in t.items()}
+        res[where] = {"float32_s": round(best["float32"], 6),
+                      "time_vs_float32": round(best["half"] / best["float32"], 3),
+                      "with_upcast_time_vs_float32": round(best["half_upcast"] / best["float32"], 3),
+                      "time_vs_float32_interleaved_median":
+                          round(float(np.median(np.array(t["half"]) / np.array(t["float32"]))), 3)}
+    return {"bytes_float32": int(out32.nbytes), "bytes_half": int(out16.nbytes), **res}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -51,6 +86,8 @@ def main():
     ap.add_argument("--server-wait", choices=("serve", "block"), default="serve",
                     help="how the other ranks wait: as servers do when serving (polling MPI, "
                          "sleeping while no socket traffic comes; default) or in a blocking barrier")
+    ap.add_argument("--feat-dtype", choices=("bf16", "fp16"), default=None,
+                    help="also compare a half-precision copy of the table (bytes moved, gather time)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     world = MPI.COMM_WORLD
@@ -64,6 +101,13 @@ def main():
     if hi > lo:
         st.local_rows[:] = np.random.default_rng(lo).standard_normal((hi - lo, d), dtype=np.float32)
     st.barrier()
+    sth = None
+    if args.feat_dtype:                  # the same rows rounded, as hpcgnn partition --feat-dtype stores them
+        conv = FeatConversion("feat", NAMES[args.feat_dtype], np.dtype(np.float32))
+        sth = RowStore.create(ctx, "bench-half", [0, half, n], (d,), STORAGE[conv.logical])
+        if hi > lo:
+            sth.local_rows[:] = conv.convert(st.local_rows, "bench")
+        sth.barrier()
     result = None
     if ctx.rank == ctx.ranks_of("trainer")[0]:
         ref = torch.from_numpy(np.random.default_rng(0).standard_normal((n, d), dtype=np.float32))
@@ -73,7 +117,7 @@ def main():
                   "mpi": library_version(), "server_wait": args.server_wait, "shm_scope": os.environ.get("HPCGNN_SHM_SCOPE", "host"),
                   "routes": {str(k): v for k, v in st.routes().items()},
                   "datatype_builder": "ext" if datatypes._ext_hindexed_blocks is not None else "mpi4py",
-                  "sizes": {}}
+                  "sizes": {}, "half": {"feat_dtype": args.feat_dtype, "sizes": {}} if sth is not None else None}
         for m in (int(s) for s in args.sizes.split(",")):
             # fresh ids every repeat (as mini-batches are): nothing stays cache-hot
             local_ids = [rng.integers(mine * half, (mine + 1) * half, m) for _ in range(args.repeats)]
@@ -111,6 +155,9 @@ def main():
                 "local_ratio_interleaved_median": round(med["local"], 3),
                 "remote_ratio_interleaved_median": round(med["remote"], 3),
             }
+            if sth is not None:
+                result["half"]["sizes"][str(m)] = half_comparison(st, sth, NAMES[args.feat_dtype], local_ids,
+                                                                  remote_ids, args.repeats)
         print(json.dumps(result), flush=True)
     done = world.Ibarrier()
     if result is not None or args.server_wait == "block":

@@ -4,6 +4,7 @@ import pytest
 
 from hpcgnn.comm import alltoall
 from hpcgnn.comm.mpi import MPI
+from hpcgnn.partition.assign import symmetric_csr
 
 
 def _rows(rank, n):
@@ -79,3 +80,45 @@ def test_allgather_blocks_concatenates_in_rank_order(known_counts):
     want = np.concatenate([(100 * r + np.arange(lengths[r])) for r in range(size)]).astype(np.int32)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chunk", [3, 1 << 20])
+def test_symmetric_csr_in_chunks_is_the_symmetric_loop_free_graph(chunk):
+    """The view built chunk by chunk (ranks with different numbers of chunks) equals the
+    sorted unique (u, v), (v, u) pairs without loops, per row of this rank's block."""
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    n = 40
+    vtxdist = np.array([n * r // size for r in range(size + 1)], dtype=np.int64)
+
+    def edges(r):                       # rank r's raw edges: loops and repeats included
+        g = np.random.default_rng(100 + r)
+        m = 10 + 17 * r
+        return g.integers(0, n, m).astype(np.int64), g.integers(0, n, m).astype(np.int64)
+
+    xadj, adjncy = symmetric_csr(comm, vtxdist, *edges(rank), chunk=chunk)
+    pairs = set()
+    for r in range(size):
+        for u, v in zip(*edges(r)):
+            if u != v:
+                pairs |= {(int(u), int(v)), (int(v), int(u))}
+    lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
+    for i, u in enumerate(range(lo, hi)):
+        assert adjncy[xadj[i]:xadj[i + 1]].tolist() == sorted(v for a, v in pairs if a == u)
+    assert xadj[-1] == len(adjncy)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_alltoallv_consume_empties_the_list_and_matches_alltoallv():
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    ids, feats = _rows(rank, 30 + rank)
+    want = alltoall.alltoallv(comm, ids % size, ids, feats)
+    arrays = [ids.copy(), feats.copy()]
+    got = alltoall.alltoallv_consume(comm, arrays, lambda a: a % size)
+    assert arrays == []
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -181,6 +181,13 @@ def test_cli_end_to_end(mpirun, tmp_path):
     conf, parts = load_all(summary["config"])
     check_partitioned(conf, parts, g)
     assert conf["num_ranks"] == 2 and conf["num_hops"] == 2 and conf["balance_edges"]
+    # every phase's RSS high-water mark, summed over the ranks (monotone: a high-water mark)
+    per_rank = summary["peak_rss_bytes_per_rank"]
+    assert len(per_rank) == 2 and all(v > 10 << 20 for v in per_rank)
+    assert summary["peak_rss_bytes_sum"] == sum(per_rank) and summary["peak_rss_bytes_max_rank"] == max(per_rank)
+    peaks = [m["peak_rss_bytes_sum"] for m in summary["memory_by_phase"].values()]
+    assert list(summary["memory_by_phase"]) == list(summary["timings_s"])
+    assert peaks == sorted(peaks) and peaks[-1] <= summary["peak_rss_bytes_sum"]
 
 
 @pytest.mark.timeout(200)

@@ -229,6 +229,7 @@ def test_multilevel_coarsening(monkeypatch, gather):
     constraint stays within its bound."""
     monkeypatch.setattr(coarsen_mod, "COARSEST_PER_PART", 20)
     monkeypatch.setattr(coarsen_mod, "GATHER_ENTRIES", 1 << 40 if gather else 0)
+    monkeypatch.setattr(coarsen_mod, "GATHER_FRACTION", 1e6)     # the size limit alone decides
     n, P = 12_000, 3
     src, dst, _ = planted_graph(n, 12, 300, p_in=0.8, seed=4, loops=False)
     xadj_all, adj_all, vtxdist, lo, hi, xadj, adjncy = _this_ranks_block(n, np.stack([src, dst], axis=1))

@@ -15,6 +15,7 @@ import os
 from ..errors import InputError
 from ..graph.partition_book import RangePartitionBook
 from ..partition.config import read_config
+from ..partition.featdtype import LOGICAL_KEY
 from ..partition.verify import structure_problems
 
 
@@ -81,11 +82,21 @@ def summarize(config_path: str) -> dict:
         "edge_cut_fraction": round(cfg.get("edge_cut", 0) / num_edges, 4) if num_edges else 0.0,
         "halo_nodes_total": sum(r["halo_nodes"] for r in rows),
         "node_feats": cfg.get("node_feats", {}), "edge_feats": cfg.get("edge_feats", {}),
+        "feat_dtype": cfg.get("feat_dtype"),
         "constraints": names, "imbalance": balance, "parts": rows,
         "refine": cfg.get("refine", "none"), "frequency": cfg.get("frequency") or None,
         "node_types": {t: sum(e - s for s, e in r) for t, r in cfg["node_map"].items()},
         "edge_types": {t: sum(e - s for s, e in r) for t, r in cfg["edge_map"].items()},
     }
+
+
+def _feature(name: str, schema: dict) -> str:
+    """A node feature as shown: name, dtype and row shape; the logical dtype and the
+    raw one it was made from for features partitioned with ``--feat-dtype``
+    (``feat bfloat16[100] (from float32)``)."""
+    if LOGICAL_KEY not in schema:
+        return f"{name} {schema['dtype']}{schema['shape']}"
+    return f"{name} {schema[LOGICAL_KEY]}{schema['shape']} (from {schema.get('raw_dtype', '?')})"
 
 
 def _table(s: dict) -> str:
@@ -94,7 +105,7 @@ def _table(s: dict) -> str:
     lines = [f"{s['graph_name']}: {s['num_nodes']} nodes, {s['num_edges']} edges, {s['num_parts']} parts "
              f"({s['part_method']}, {s['num_ranks']} rank(s), edge_dir={s['edge_dir']}, num_hops={s['num_hops']})",
              f"file {s['h5_file']} ({s['h5_bytes'] / 2**20:.1f} MiB); node data: "
-             + (", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in s["node_feats"].items()) or "none")
+             + (", ".join(_feature(k, v) for k, v in s["node_feats"].items()) or "none")
              + "; edge data: " + (", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in s["edge_feats"].items())
                                    or "none")]
     if len(s["node_types"]) > 1 or len(s["edge_types"]) > 1:

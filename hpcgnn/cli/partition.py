@@ -40,6 +40,12 @@ def add_arguments(p) -> None:
                         "coarsest graph), none (ParMETIS on the whole graph), or auto (default: lp from 1M nodes "
                         "on); see docs/partitioning.md")
     p.add_argument("--ubvec", type=float, default=1.05, help="allowed imbalance per constraint (default 1.05)")
+    p.add_argument("--feat-dtype", choices=["bf16", "fp16", "float32"], default=None,
+                   help="store the node features (--feat-fields) at this dtype: bf16 or fp16 halve the file, the "
+                        "servers' memory and the bytes every gather moves; trainers still get float32 batch.x "
+                        "(default: the raw dtype; see docs/partitioning.md)")
+    p.add_argument("--feat-fields", default="feat",
+                   help="comma-separated node data that --feat-dtype converts (floating; default feat)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a partitioned graph already in the output directory")
     p.add_argument("--json", action="store_true", help="print a JSON summary on rank 0")
@@ -64,7 +70,8 @@ def run(args) -> int:
                                edge_dir=args.edge_dir, return_mapping=args.return_mapping, seed=args.seed,
                                ubvec=args.ubvec, overwrite=args.overwrite,
                                coarsen=args.coarsen, refine=args.refine, fanouts=_fanouts(args.fanouts, rank),
-                               seeds=args.seeds)
+                               seeds=args.seeds, feat_dtype=args.feat_dtype,
+                               feat_fields=[f for f in args.feat_fields.replace(" ", "").split(",") if f])
     except HpcgnnError as e:
         # Agreed errors: every rank holds the same error; each prints it, all exit 1.
         sys.stderr.write(f"hpcgnn partition: error (rank {rank}/{comm.Get_size()}): {e}\n")
@@ -76,7 +83,8 @@ def run(args) -> int:
         summary = {"config": path, "num_parts": conf["num_parts"], "num_nodes": conf["num_nodes"],
                    "num_edges": conf["num_edges"], "edge_cut": conf["edge_cut"],
                    "timings_s": conf["stats"]["timings_s"],
-                   "peak_rss_bytes_max_rank": conf["stats"]["peak_rss_bytes_max_rank"]}
+                   **{k: conf["stats"][k] for k in ("peak_rss_bytes_max_rank", "peak_rss_bytes_sum",
+                                                    "peak_rss_bytes_per_rank", "memory_by_phase")}}
         if args.json:
             print(json.dumps(summary))
         else:

@@ -1,9 +1,10 @@
 """``hpcgnn verify CONFIG.json``: check a partitioned graph without training.
 
 Checks the JSON's digest (was it edited after partitioning?) and totals, each
-partition group's counts against the JSON, and every dataset against the JSON's
-checksum.  Under ``mpirun -n R`` rank ``r`` reads partitions ``r, r + R, ...``; one
-rank reads them all.  Rank 0 prints one line per problem (file, dataset, partition),
+partition group's counts against the JSON, the node and edge data's dtypes (and
+the logical dtype of half-precision features) against the JSON, and every dataset
+against the JSON's checksum.  Under ``mpirun -n R`` rank ``r`` reads partitions
+``r, r + R, ...``; one rank reads them all.  Rank 0 prints one line per problem (file, dataset, partition),
 then one JSON summary line; the exit status is 0 when nothing was found, 1
 otherwise.  ``HPCGNN_VERIFY=0`` does not apply here: this command always checks.
 """
@@ -20,7 +21,7 @@ from ..comm.mpi import MPI
 from ..errors import HpcgnnError
 from ..graph.partition_book import RangePartitionBook
 from ..partition.config import content_problems, read_config
-from ..partition.verify import dataset_problem, expected, structure_problems
+from ..partition.verify import dataset_problem, dtype_problems, expected, structure_problems
 
 
 def add_arguments(p) -> None:
@@ -47,6 +48,8 @@ def verify_parts(conf: dict, config: str, h5: str, parts) -> tuple[list[tuple[in
             if want is None:
                 problems.append((p, f"{config}: no 'checksums' of a known algorithm: the datasets of partition "
                                     f"{p} cannot be checked"))
+            if grp is not None:
+                problems += [(p, line) for line in dtype_problems(grp, p, conf, h5, config)]
             if grp is None or want is None:
                 continue                       # a missing group is a structure problem already
             for name in sorted(want):

@@ -115,6 +115,26 @@ def alltoallv(comm, dest, *arrays: np.ndarray, return_counts: bool = False):
     return out
 
 
+def alltoallv_consume(comm, arrays: list, dest_of) -> list:
+    """Collective: :func:`alltoallv` of the arrays in the list ``arrays``, sent to ranks
+    ``dest_of(arrays[0])``, taking them out of the list (it ends empty): each array's
+    memory goes once it is sent, so the exchange holds one extra send copy at a time
+    instead of the inputs, their sorted copies and the outputs together."""
+    size = comm.Get_size()
+    order, send_counts = group_by_dest(dest_of(arrays[0]), size)
+    recv_counts = exchange_counts(comm, send_counts)
+    out = []
+    while arrays:
+        a = np.asarray(arrays.pop(0))
+        if len(a) != len(order):
+            raise ValueError(f"alltoallv: array has {len(a)} rows, dest has {len(order)}")
+        buf = np.ascontiguousarray(a[order])
+        del a
+        out.append(_alltoallv_sorted(comm, buf, send_counts, recv_counts))
+        del buf
+    return out
+
+
 def query(comm, owner, keys: np.ndarray, respond):
     """Collective: ask the owner of each key for an answer row; answers in key order.
 

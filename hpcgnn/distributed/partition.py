@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..partition import load_partition as _load_partition
 from ..partition import partition_graph as _partition_graph
 from ..partition.config import read_config
+from ..partition.featdtype import is_bf16
 from ..partition.load import load_partition_book as _load_partition_book
 
 
@@ -92,7 +93,8 @@ def load_partition(part_config: str, part_id: int, load_feats: bool = True, use_
     the inner nodes, halo), not a DGL graph.  ``node_feats``/``edge_feats`` are keyed
     ``'<ntype>/<name>'`` / ``'<etype>/<name>'`` as DGL's (``'_N/feat'``, ``'_E/w'`` on
     an untyped graph), with the rows of the partition's nodes (edges) of that type,
-    as tensors where torch has the dtype; empty with ``load_feats=False``."""
+    as tensors where torch has the dtype (``torch.bfloat16`` for features partitioned
+    with ``--feat-dtype bf16``); empty with ``load_feats=False``."""
     p = _load_partition(part_config, part_id)
     book, name, ntypes, etypes = load_partition_book(part_config, part_id)
     nf = _by_type(p.node_feats, p.node_type, book.ntypes, p.config.get("node_feats", {})) if load_feats else {}
@@ -110,11 +112,13 @@ def _by_type(feats: dict, types, names: list, schemas: dict) -> dict:
             if t not in has:
                 continue
             sel = rows if types is None or len(names) == 1 else rows[np.asarray(types) == i]
-            out[f"{t}/{fname}"] = _tensor(sel)
+            out[f"{t}/{fname}"] = _tensor(sel, is_bf16(schemas.get(fname, {})))
     return out
 
 
-def _tensor(a):
+def _tensor(a, bf16: bool = False):
+    if bf16:                   # bfloat16 bit patterns (uint16): seen as bfloat16
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
     try:
         return torch.from_numpy(np.ascontiguousarray(a))
     except TypeError:          # a dtype torch cannot hold: NumPy

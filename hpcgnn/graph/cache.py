@@ -3,8 +3,10 @@
 Sampling touches some nodes far more often than others (high in-degree nodes are
 everyone's neighbours).  A :class:`RowCache` keeps, in this process's memory, the
 rows of the hottest nodes whose rows live on **another node** (one-sided reads
-there cross the network), as many as fit a byte budget.  A gather then serves the
-cached rows from memory and reads only the rest; the result is bitwise the same.
+there cross the network), as many as fit a byte budget (features stored at half
+precision, ``hpcgnn partition --feat-dtype bf16|fp16``, are cached so: twice the
+rows).  A gather then serves the cached rows from memory and reads only the rest;
+the result is bitwise the same.
 
 Hotness: a score per row (higher = hotter), e.g. access counts from running the
 sampler (:func:`hotness_from_sampler`); by default how many stored edges reach
@@ -79,7 +81,7 @@ class RowCache:
             import torch
 
             self.device = torch.device(device)
-            self.dev_rows = torch.from_numpy(self.rows).to(self.device)
+            self.dev_rows = tensor._as_torch(self.rows).to(self.device)     # bfloat16 rows: as such
             self.rows = self.rows[:0]           # no host copy
         self.lookups = self.hits = self.remote_lookups = 0
         self._remote = remote

@@ -23,6 +23,7 @@ import torch
 
 from ..comm.agree import agreed
 from ..errors import InputError
+from ..partition.featdtype import LOGICAL_KEY
 from .dist_tensor import DistTensor
 
 Edges = namedtuple("Edges", ["src", "dst", "eid"])
@@ -181,7 +182,9 @@ class DistGraph:
         from .policy import PartitionPolicy
 
         npol, epol = PartitionPolicy("node", self._book), PartitionPolicy("edge", self._book)
-        self.ndata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:ndata:{k}", part_policy=npol)
+        feats = t.config.get("node_feats", {})
+        self.ndata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:ndata:{k}", part_policy=npol,
+                                                         logical_dtype=feats.get(k, {}).get(LOGICAL_KEY))
                                 for k, st in t.ndata.items()})
         self.edata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:edata:{k}", part_policy=epol)
                                 for k, st in t.edata.items()})

@@ -28,9 +28,11 @@ import numpy as np
 from ..comm.agree import agreed
 from ..comm.windows import RowStore
 from ..errors import InputError
+from ..partition.featdtype import to_bf16_bits
 from .policy import PartitionPolicy
 from .tensor_store import (_Entry, _graph_policy, _init_by_trainers, _init_values, _np_dtype, _registry,
-                           _served, _torch_dtype, create_entry, free_entry, partition_owners)
+                           _served, _torch_dtype, bits_as_torch, bits_dtype, create_entry, free_entry,
+                           partition_owners, torch_as_bits)
 
 try:
     import torch
@@ -144,6 +146,8 @@ class DistTensor:
         self._shape = shape
         self._npdt = npdt
         self._dtype = dtype if (torch is not None and isinstance(dtype, torch.dtype)) else (_torch_dtype(npdt) or npdt)
+        self._bits = None
+        self._rounded = False
         self._policy = part_policy
         if getattr(entry, "policy", None) is None:
             entry.policy = part_policy
@@ -151,10 +155,17 @@ class DistTensor:
         self._released = False
 
     @classmethod
-    def from_store(cls, ctx, store: RowStore, name: str, part_policy=None) -> "DistTensor":
+    def from_store(cls, ctx, store: RowStore, name: str, part_policy=None, logical_dtype=None) -> "DistTensor":
         """Independent: a handle on an existing :class:`RowStore` (e.g. a loaded
         graph's feature table).  Not registered by name and persistent: ``free()``
-        drops the handle only; whoever created the store frees it."""
+        drops the handle only; whoever created the store frees it.
+        ``logical_dtype``: a feature partitioned at half precision (``--feat-dtype``):
+        ``"bfloat16"`` (the store holds the bit patterns, ``uint16``; the tensor reads
+        and writes ``torch.bfloat16`` rows) or ``"float16"``; writes of other floats
+        are rounded to it."""
+        bits = bits_dtype(logical_dtype)
+        if bits is not None and store.dtype != np.uint16:
+            raise InputError(f"DistTensor {name!r}: a {logical_dtype} tensor needs a uint16 store, got {store.dtype}")
         self = cls.__new__(cls)
         self._ctx = ctx
         self._entry = _Entry(store, tuple(store.shape), store.dtype, np.asarray(store._bounds), True)
@@ -162,7 +173,9 @@ class DistTensor:
         self._name = str(name)
         self._shape = tuple(store.shape)
         self._npdt = store.dtype
-        self._dtype = _torch_dtype(store.dtype) or store.dtype
+        self._bits = bits
+        self._rounded = logical_dtype in ("bfloat16", "float16")
+        self._dtype = bits or _torch_dtype(store.dtype) or store.dtype
         self._policy = part_policy
         self._persistent = True
         self._released = False
@@ -175,12 +188,14 @@ class DistTensor:
 
     @property
     def dtype(self):
-        """The torch dtype (the NumPy dtype when torch has none)."""
+        """The torch dtype (the NumPy dtype when torch has none); ``torch.bfloat16``
+        for features partitioned with ``--feat-dtype bf16``."""
         return self._dtype
 
     @property
     def np_dtype(self) -> np.dtype:
-        """The NumPy dtype of the rows (of an ``out=`` array for :meth:`gather`)."""
+        """The NumPy dtype of the stored rows (of an ``out=`` array for :meth:`gather`);
+        ``uint16`` (the bit patterns) for a ``torch.bfloat16`` tensor."""
         return self._npdt
 
     @property
@@ -233,7 +248,10 @@ class DistTensor:
         out_np = None
         if out is not None:
             is_t = torch is not None and isinstance(out, torch.Tensor)
-            out_np = out.detach().numpy() if is_t and out.device.type == "cpu" else out
+            if is_t and self._bits is not None and out.dtype == self._bits and out.device.type == "cpu":
+                out_np = torch_as_bits(out, self._npdt)          # a bfloat16 buffer: its bits
+            else:
+                out_np = out.detach().numpy() if is_t and out.device.type == "cpu" else out
             if not isinstance(out_np, np.ndarray):
                 raise InputError(f"DistTensor {self._name!r}: out must be a CPU tensor or a NumPy array")
         cache = getattr(self, "_cache", None)
@@ -249,6 +267,13 @@ class DistTensor:
             rows = self._open_store().gather(ids, out_np)
         if out is not None:
             return out
+        return self._as_torch(rows)
+
+    def _as_torch(self, rows: np.ndarray):
+        """Rows as read from the store, as this tensor hands them out: a tensor of
+        :attr:`dtype` (no copy), or the NumPy array when torch cannot hold its dtype."""
+        if self._bits is not None:
+            return bits_as_torch(rows, self._bits)
         if torch is not None and _torch_dtype(self._npdt) is not None:
             return torch.from_numpy(rows)
         return rows
@@ -263,7 +288,7 @@ class DistTensor:
 
         ids = self._index(ids)
         cache = getattr(self, "_cache", None)
-        tdt = _torch_dtype(self._npdt) if torch is not None else None
+        tdt = self._bits or (_torch_dtype(self._npdt) if torch is not None else None)
         if tdt is None or (cache is not None and cache.device is not None):
             return None
         st, ids = self._store_ids(ids)
@@ -285,9 +310,26 @@ class DistTensor:
     def __setitem__(self, ids, values) -> None:
         """Independent: write ``values[i]`` into row ``ids[i]`` (last wins on repeats);
         complete at the owner on return, visible to others after :meth:`barrier`.
-        Writing drops this handle's row cache (cached rows would be stale)."""
+        Writing drops this handle's row cache (cached rows would be stale).  A
+        feature partitioned at half precision takes values of its dtype, or other
+        floats rounded to nearest even."""
         self._cache = None
-        self._open_store().scatter(self._index(ids), values)
+        self._open_store().scatter(self._index(ids), self._stored_values(values))
+
+    def _stored_values(self, values):
+        """``values`` as the store holds them: unchanged, or for a half-precision
+        feature its rows (bfloat16: their bits), other floats rounded to nearest even."""
+        if not self._rounded:
+            return values
+        if torch is not None and isinstance(values, torch.Tensor):
+            if values.dtype == self._bits:
+                return torch_as_bits(values.cpu().contiguous(), self._npdt)
+            values = values.detach().cpu().numpy()
+        a = np.asarray(values)
+        if a.dtype.kind != "f":
+            raise InputError(f"DistTensor {self._name!r}: a {self._dtype} feature takes floating values, "
+                             f"got {a.dtype}")
+        return to_bf16_bits(a) if self._bits is not None else a.astype(self._npdt)
 
     # -- hot-row cache --------------------------------------------------------------
     def enable_cache(self, budget_bytes: int, hotness=None, graph=None, device=None, rows=None):
@@ -312,14 +354,14 @@ class DistTensor:
         cache = getattr(self, "_cache", None)
         if cache is None or cache.device is None or cache.device != device or not len(cache):
             if cache is not None and cache.device is not None:
-                return torch.from_numpy(self._host_gather_for_device(cache, ids)).to(device)
+                return self._as_torch(self._host_gather_for_device(cache, ids)).to(device)
             return _to_device(self[ids], device)
         st, ids = self._store_ids(ids)
         hit, at = cache.split(ids)
         miss = np.flatnonzero(~hit)
         out = torch.empty((len(ids),) + tuple(self.shape[1:]), dtype=cache.dev_rows.dtype, device=device)
         if len(miss):
-            out[torch.from_numpy(miss).to(device)] = _to_device(torch.from_numpy(st.gather(ids[miss])), device)
+            out[torch.from_numpy(miss).to(device)] = _to_device(self._as_torch(st.gather(ids[miss])), device)
         if len(at):
             out[torch.from_numpy(np.flatnonzero(hit)).to(device)] = cache.dev_rows[torch.from_numpy(at).to(device)]
         cache.count(ids, len(at))

@@ -65,8 +65,9 @@ class RowRefs:
         """The rows as a new tensor (what a gather would have returned)."""
         self.check_open()
         out = torch.empty(self.shape, dtype=self.dtype)
-        if out.numel():
-            _ext.gather_addresses(self.addr, out.numpy())
+        if out.numel():           # rows are copied as bytes (bfloat16, which NumPy lacks, as int16)
+            raw = out.view(torch.int16) if self.dtype == torch.bfloat16 else out
+            _ext.gather_addresses(self.addr, raw.numpy())
         return out
 
     def __repr__(self):

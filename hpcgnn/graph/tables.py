@@ -13,7 +13,8 @@ table           rows             row
 ``indices``     edges            the other endpoint of the edge
 ``owner``       edges            the owner endpoint (destination for in-edges)
 ``rev_degree``  nodes            degree in the other direction (out-degree for in-edges)
-node data       nodes            one table per ``/part{p}/node/<name>``
+node data       nodes            one table per ``/part{p}/node/<name>`` (a feature
+                                 partitioned as bfloat16: its ``uint16`` bits)
 edge data       edges            one table per ``/part{p}/edge/<name>``
 ==============  ===============  ==========================================
 
@@ -36,6 +37,7 @@ from ..comm.agree import agreed
 from ..comm.windows import RowStore
 from ..partition.arrays import unique_counts
 from ..partition.config import read_config, verify_enabled
+from ..partition.featdtype import LOGICAL_KEY
 from ..partition.verify import PartChecks, structure_problems
 from ..errors import InputError
 from .partition_book import RangePartitionBook
@@ -156,6 +158,11 @@ class GraphTables:
                     got = "missing" if d is None else f"{d.dtype} {d.shape}"
                     raise InputError(f"{where}: /part{p}/{kind}/{k} is {got}; the JSON's {kind}_feats say "
                                      f"{st.dtype} {(rows,) + st.row_shape}")
+                want = self.config[f"{kind}_feats"][k].get(LOGICAL_KEY)
+                got = d.attrs.get(LOGICAL_KEY)
+                if (want or got) and want != (got.decode() if isinstance(got, bytes) else got):
+                    raise InputError(f"{where}: /part{p}/{kind}/{k} holds {got or d.dtype} values (attribute "
+                                     f"'{LOGICAL_KEY}'); the JSON's {kind}_feats say {want or st.dtype}")
         return g
 
     @property

@@ -38,6 +38,22 @@ def _torch_dtype(npdt: np.dtype):
         return None
 
 
+def bits_dtype(logical):
+    """The torch dtype of a feature a row store holds as the bits of another dtype
+    (``'bfloat16'``, as ``uint16``: NumPy has no bfloat16), else None."""
+    return torch.bfloat16 if torch is not None and logical == "bfloat16" else None
+
+
+def bits_as_torch(rows: np.ndarray, tdt) -> "torch.Tensor":
+    """Stored bits (``uint16``) as a tensor of ``tdt`` (``torch.bfloat16``), no copy."""
+    return torch.from_numpy(np.ascontiguousarray(rows).view(np.int16)).view(tdt)
+
+
+def torch_as_bits(t, npdt: np.dtype) -> np.ndarray:
+    """A CPU tensor of a bits dtype (``torch.bfloat16``) as its stored bits, no copy."""
+    return t.detach().view(torch.int16).numpy().view(npdt)
+
+
 def _registry(ctx) -> dict:
     reg = getattr(ctx, "_tensors", None)
     if reg is None:

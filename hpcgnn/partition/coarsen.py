@@ -19,7 +19,8 @@ while it shrinks by at least a third and holds more than ``COARSEST_PER_PART``
 vertices per part, up to ``MAX_LEVELS`` levels (on graphs without small dense
 communities the first level leaves most edges between clusters, and ParMETIS' time
 follows the edges).  Once a cluster graph has at most ``GATHER_ENTRIES`` adjacency
-entries it is gathered on every rank, and the coarser levels are built on it whole
+entries, and its copies on all ranks together at most ``GATHER_FRACTION`` of the input's,
+it is gathered on every rank, and the coarser levels are built on it whole
 (otherwise, with more ranks, every level's clusters would see only one rank's share
 of the neighbours).  ParMETIS partitions the coarsest graph; going back
 level by level, every vertex takes its cluster's part and a few sweeps of k-way
@@ -62,6 +63,10 @@ COARSEST_PER_PART = 2000
 #: A cluster graph with at most this many adjacency entries (int64 ids + weights: 16
 #: bytes each on every rank) is gathered, and the coarser levels are built on it whole.
 GATHER_ENTRIES = 1 << 25
+#: ... and only when its copies on all ranks together hold at most this fraction of
+#: the input graph's adjacency entries: every rank holds one copy, so past that the
+#: copies, not the graph, set the job's peak memory (it stays distributed one more level)
+GATHER_FRACTION = 1 / 8
 #: ParMETIS runs (seeds) on the coarsest graph; the smallest cut is kept.
 TRIES = 4
 
@@ -184,14 +189,16 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     """Collective: parts of this rank's vertices via LP clustering (up to ``max_levels``
     levels) + ParMETIS on the coarsest graph + LP refinement back up.  ``weights[0]``
     bounds the cluster sizes; ``ubvec``: the imbalance allowed for each weight column
-    (or one value for all).  Once a cluster graph has at most ``GATHER_ENTRIES``
-    adjacency entries it is gathered on every rank, and the coarser levels are
+    (or one value for all).  Once a cluster graph is small enough (``GATHER_ENTRIES``,
+    ``GATHER_FRACTION``) it is gathered on every rank, and the coarser levels are
     clustered, partitioned and refined there as one graph (the same seeds give every
     rank the same result): clusters are no longer confined to one rank's block.
     Returns ``(parts, info)`` with ``info`` holding each level's size and the seconds
     of each step."""
     t0 = time.perf_counter()
     total = comm.allreduce(int(np.asarray(weights[0]).sum()), op=MPI.SUM)
+    gather_max = min(GATHER_ENTRIES, int(comm.allreduce(len(adjncy), op=MPI.SUM) * GATHER_FRACTION
+                                         // comm.Get_size()))
     n_all = int(vtxdist[-1])
     levels = []       # (comm, vtxdist, xadj, adjncy, adjwgt, vertex weights, label), or ("gather", comm, dist)
     cur = comm
@@ -213,7 +220,7 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
         ne = cur.allreduce(len(ca), op=MPI.SUM)
         sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": int(cur.allreduce(int(cw.sum()))),
                       "gathered": cur.Get_size() == 1 and comm.Get_size() > 1})
-        if cur.Get_size() > 1 and ne <= GATHER_ENTRIES:
+        if cur.Get_size() > 1 and ne <= gather_max:
             levels.append(("gather", cur, dist))
             gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
             dist, cur = np.array([0, K], dtype=np.int64), MPI.COMM_SELF

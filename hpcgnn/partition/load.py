@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import InputError
 from ..graph.partition_book import RangePartitionBook
 from .config import read_config, verify_enabled
+from .featdtype import LOGICAL_KEY, logical_dtype
 from .verify import PartChecks, structure_problems
 
 
@@ -19,8 +20,13 @@ class Partition:
     ``indptr``/``indices``: CSR over the inner nodes (rows: owner endpoints, local
     row ``i`` is global id ``node_start + i``; ``indices``: other endpoints, global new
     ids); edge ``j`` has global id ``edge_start + j``.  ``node_feats``/``edge_feats``:
-    name -> rows of the inner nodes / stored edges.  ``orig_nid``/``orig_eid``: present
-    with ``return_mapping``.  ``halo_*``: see docs/format.md.
+    name -> rows of the inner nodes / stored edges, as stored.  ``node_feat_dtypes``:
+    name -> logical dtype of the features partitioned with ``--feat-dtype``; a
+    ``bfloat16`` one is held as its bit patterns (``uint16``: NumPy has no bfloat16),
+    which :func:`hpcgnn.partition.featdtype.to_float32` decodes (DGL's
+    ``hpcgnn.distributed.load_partition`` hands it as ``torch.bfloat16``).
+    ``orig_nid``/``orig_eid``: present with ``return_mapping``.  ``halo_*``: see
+    docs/format.md.
     """
 
     part_id: int
@@ -42,6 +48,7 @@ class Partition:
     halo_indptr: np.ndarray | None = None
     halo_indices: np.ndarray | None = None
     halo_eid: np.ndarray | None = None
+    node_feat_dtypes: dict = field(default_factory=dict)
     edge_dir: str = "in"
     book: RangePartitionBook | None = None
     config: dict = field(default_factory=dict)
@@ -121,6 +128,7 @@ def load_partition(config, part_id: int, *, verify: bool = True) -> Partition:
             node_type=rd("node_type"), edge_type=rd("edge_type"),
             orig_nid=rd("orig_nid"), orig_eid=rd("orig_eid"), halo_hops=rd("halo_hops"),
             halo_indptr=rd("halo_csr/indptr"), halo_indices=rd("halo_csr/indices"),
-            halo_eid=rd("halo_csr/eid"), edge_dir=conf.get("edge_dir", "in"), book=book, config=conf)
+            halo_eid=rd("halo_csr/eid"), edge_dir=conf.get("edge_dir", "in"), book=book, config=conf,
+            node_feat_dtypes={k: logical_dtype(v) for k, v in conf.get("node_feats", {}).items() if LOGICAL_KEY in v})
         sums.check_rest(grp)
         return part

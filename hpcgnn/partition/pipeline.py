@@ -25,12 +25,14 @@ import numpy as np
 from ..comm.agree import agreed
 from ..comm.alltoall import allreduce_sum
 from ..comm.mpi import MPI
+from ..comm.rss import current_rss_bytes, peak_rss_bytes, rss_summary
 from ..errors import InputError
 from . import config as cfg
 from .balance import rebalance
 from .coarsen import COARSEN_METHODS, coarsened_parts, resolve_coarsen
 from .assign import balance_columns, local_degrees, parmetis_parts, random_parts, symmetric_csr
 from .edges import Halo, LocalEdges
+from .featdtype import DEFAULT_FIELDS, conversions, resolve
 from .relabel import IdLayout, assign_new_ids, map_ids
 from .source import RawSource, block
 from .frequency import DEFAULT_FANOUTS, REFINE_METHODS, frequency_refine
@@ -69,12 +71,17 @@ def _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, c
 
 
 class _Clock:
+    """Per phase: its time (slowest rank) and the RSS high-water mark summed over the
+    ranks at its end (``memory``: where the peak was reached)."""
+
     def __init__(self, comm):
-        self.comm, self.t, self.phases = comm, time.perf_counter(), {}
+        self.comm, self.t, self.phases, self.memory = comm, time.perf_counter(), {}, {}
 
     def lap(self, name):
         now = time.perf_counter()
         self.phases[name] = round(self.comm.allreduce(now - self.t, op=MPI.MAX), 4)
+        self.memory[name] = {"peak_rss_bytes_sum": int(self.comm.allreduce(peak_rss_bytes(), op=MPI.SUM)),
+                             "rss_bytes_now_sum": int(self.comm.allreduce(current_rss_bytes(), op=MPI.SUM))}
         self.t = time.perf_counter()
 
 
@@ -83,7 +90,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                     num_hops: int = 1, edge_dir: str = "in", return_mapping: bool = False, seed: int = 0,
                     ubvec: float = 1.05, balance_tol: float = 0.03, overwrite: bool = False,
                     coarsen: str = "auto", refine: str = "none", fanouts=DEFAULT_FANOUTS,
-                    seeds: str = "train_mask") -> str:
+                    seeds: str = "train_mask", feat_dtype: str | None = None,
+                    feat_fields=DEFAULT_FIELDS) -> str:
     """Collective over ``comm`` (default ``MPI.COMM_WORLD``): partition a raw graph.
 
     Reads ``input_path`` (docs/format-raw.md), writes ``out_path/<graph_name>.json``
@@ -106,7 +114,10 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     ``refine='frequency'`` (after ParMETIS or random): every node that is not a seed
     (``seeds``, a mask: the training nodes) moves to the partition whose seeds read it
     most often under a sampler with ``fanouts`` (hop order, seeds
-    first), within ``ubvec`` of even node counts (:mod:`.frequency`).  Bad input raises
+    first), within ``ubvec`` of even node counts (:mod:`.frequency`).  ``feat_dtype``:
+    ``bf16``, ``fp16`` or ``float32`` stores the node data named in ``feat_fields``
+    (floating, default ``feat``) at that dtype, rounded to nearest even
+    (:mod:`.featdtype`); None keeps the raw dtype.  Bad input raises
     :class:`~hpcgnn.errors.InputError` on every rank and leaves no configuration behind.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -116,6 +127,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     with agreed(comm):
         _check_options(num_parts, part_method, edge_dir, num_hops, balance_ntypes, coarsen, rank, refine, fanouts,
                        ubvec)
+        resolve(feat_dtype, rank)
         if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**31):
             raise InputError(f"seed: {seed!r} must be an integer in [0, 2**31) (rank {rank})")
     method = METHODS[part_method]
@@ -137,6 +149,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                                      f"is missing (rank {rank})")
             if not name or "/" in name:
                 raise InputError(f"graph_name: {name!r} is not a valid file name (rank {rank})")
+            convs = conversions(feat_dtype, feat_fields, src.node_cols, input_path, rank)
             if rank == 0:
                 cfg.check_output_dir(out_path, name, overwrite, rank, input_path)
         with agreed(comm):
@@ -181,6 +194,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
             clock.lap("assign")
         else:
             xadj, adjncy = symmetric_csr(comm, vtxdist, src_ids, dst_ids)
+            src_ids = dst_ids = None     # read again after the assignment: not held beside the view
             clock.lap("symmetrize")
             if resolve_coarsen(coarsen, N) == "lp" and num_parts > 1:
                 # 0/1 columns get the rebalancing pass's tolerance already: the LP
@@ -203,6 +217,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                                         max(ubvec - 1.0, balance_tol), movable=free)
             del degree
             clock.lap("assign")
+        if src_ids is None:
+            src_ids, dst_ids = src.read_edges()
         freq_info = {}
         if (method == "frequency" or refine == "frequency") and num_parts > 1:
             degree = local_degrees(comm, vtxdist, dst_ids if edge_dir == "in" else src_ids)
@@ -226,10 +242,10 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                 bins = parts * types.num_ntypes + types.check_nodes(src.read_node_col("node_type"), lo)
         layout = IdLayout(comm, np.bincount(bins, minlength=num_parts * types.num_ntypes), types=types.num_ntypes)
         new_ids, order = assign_new_ids(bins, layout)
-        ne = len(src_ids)
-        new_ends = map_ids(comm, vtxdist, new_ids, np.concatenate([src_ids, dst_ids]))
-        new_src, new_dst = new_ends[:ne], new_ends[ne:]
-        del src_ids, dst_ids, new_ends
+        new_src = map_ids(comm, vtxdist, new_ids, src_ids)
+        src_ids = None
+        new_dst = map_ids(comm, vtxdist, new_ids, dst_ids)
+        del src_ids, dst_ids
         clock.lap("relabel")
         elo, ehi = src.edge_block()
         ecols = {k: src.read_edge_col(k) for k in src.edge_cols}
@@ -238,9 +254,11 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                 types.check_edges(ecols["edge_type"], layout, new_src, new_dst, elo)
         own, other = (new_dst, new_src) if edge_dir == "in" else (new_src, new_dst)
         del new_src, new_dst
-        edges = LocalEdges(comm, layout, own, other, np.arange(elo, ehi, dtype=np.int64), ecols,
-                           num_etypes=types.num_etypes)
-        del own, other, ecols
+        ends = [own, other]               # consumed by LocalEdges: released as they are sent
+        del own, other
+        edges = LocalEdges(comm, layout, ends, elo, ecols, num_etypes=types.num_etypes,
+                           keep_orig_eid=return_mapping)
+        del ecols
         clock.lap("move_edges")
         halo = Halo(comm, edges, num_hops)
         cut = allreduce_sum(comm, edges.cut_counts())
@@ -249,7 +267,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         # -- write ----------------------------------------------------------------------
         h5_tmp = cfg.partial_h5_path(out_path, name)
         checksums, nbytes = _write_h5(comm, h5_tmp, src, layout, bins, order, edges, halo,
-                                      return_mapping, lo, hi)
+                                      return_mapping, lo, hi, convs)
         clock.lap("write")
     finally:
         src.close()
@@ -257,9 +275,11 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     schema_n = {k: dict({"dtype": str(c.dtype), "shape": list(c.tail)},
                         **({"ntypes": src.col_ntypes[k]} if src.col_ntypes.get(k) else {}))
                 for k, c in src.node_cols.items() if k != "node_type"}
+    for k, conv in convs.items():
+        schema_n[k].update(conv.schema(schema_n[k]["shape"]))
     schema_e = {k: {"dtype": str(c.dtype), "shape": list(c.tail)}
                 for k, c in src.edge_cols.items() if k != "edge_type"}
-    peak = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, op=MPI.MAX)
+    memory = rss_summary(comm)
     P = num_parts
     config = {
         "format": cfg.FORMAT, "version": cfg.VERSION,
@@ -279,6 +299,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         "balance_tol": float(balance_tol), "rebalanced_nodes": int(rebalanced),
         "edge_dir": edge_dir, "num_hops": num_hops, "return_mapping": bool(return_mapping),
         "node_feats": schema_n, "edge_feats": schema_e,
+        "feat_dtype": {"dtype": next(iter(convs.values())).logical, "fields": sorted(convs)} if convs else None,
         "has_node_type": "node_type" in src.node_cols, "has_edge_type": "edge_type" in src.edge_cols,
         "edge_cut": int(cut.sum()),
         "parts": [{"part_id": p, "group": f"/part{p}", "num_inner_nodes": layout.part_size(p),
@@ -287,8 +308,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                    "weights": {k: int(v[p]) for k, v in part_weights.items()}} for p in range(P)],
         "checksums": {"algorithm": CHECKSUM_ALGORITHM, "datasets": checksums},
         "source": {"path": os.path.abspath(input_path), "graph_name": src.graph_name},
-        "stats": {"bytes_written": int(nbytes), "coarsening": coarse_info, "peak_rss_bytes_max_rank": int(peak),
-                  "timings_s": clock.phases},
+        "stats": {"bytes_written": int(nbytes), "coarsening": coarse_info, **memory,
+                  "timings_s": clock.phases, "memory_by_phase": clock.memory},
     }
     path = cfg.config_path(out_path, name)
     with agreed(comm):
@@ -303,11 +324,16 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     return path
 
 
-def _write_h5(comm, h5_path, src, layout, bins, order, edges, halo, return_mapping, lo, hi):
-    """Collective: create and fill the HDF5 file; on failure remove it and raise everywhere."""
+#: node rows reordered and written at a time (not a reordered copy of the whole block)
+WRITE_CHUNK_ROWS = 1 << 16
+
+
+def _write_h5(comm, h5_path, src, layout, bins, order, edges, halo, return_mapping, lo, hi, convs):
+    """Collective: create and fill the HDF5 file; on failure remove it and raise everywhere.
+    ``convs``: node features stored at another dtype (:func:`.featdtype.conversions`)."""
     rank = comm.Get_rank()
     P = layout.nparts
-    specs = _dataset_specs(src, layout, edges, halo, return_mapping)
+    specs = _dataset_specs(src, layout, edges, halo, return_mapping, convs)
     with agreed(comm):          # agreed before any rank enters the collective create
         _check_space(h5_path, specs, rank)
     with agreed(comm):
@@ -318,13 +344,17 @@ def _write_h5(comm, h5_path, src, layout, bins, order, edges, halo, return_mappi
         T = layout.types
         gstart = np.concatenate([[0], np.cumsum(np.bincount(bins, minlength=P * T))])
 
-        def write_nodes(path, a):      # rows of each (partition, type) bin, in order
+        def write_nodes(path, a):      # rows of each (partition, type) bin, in order, a chunk at a time
             for b in range(P * T):
-                out.write(f"part{b // T}/{path}", layout.bin_offset(b), a[order[gstart[b]:gstart[b + 1]]])
+                for c in range(gstart[b], gstart[b + 1], WRITE_CHUNK_ROWS):
+                    e = min(c + WRITE_CHUNK_ROWS, gstart[b + 1])
+                    out.write(f"part{b // T}/{path}", layout.bin_offset(b) + c - gstart[b], a[order[c:e]])
 
         for k in sorted(src.node_cols):
             with agreed(comm):
                 vals = src.read_node_col(k)
+                if k in convs:
+                    vals = convs[k].convert(vals, f"{src.path}: dataset '/nodes/data/{k}' (rank {rank})")
             write_nodes("node_type" if k == "node_type" else f"node/{k}", vals)
             del vals
         if return_mapping:
@@ -362,14 +392,19 @@ def _write_h5(comm, h5_path, src, layout, bins, order, edges, halo, return_mappi
 
 
 def _dataset_specs(src: RawSource, layout: IdLayout, edges: LocalEdges, halo: Halo,
-                   return_mapping: bool) -> list[tuple[str, tuple, np.dtype]]:
-    """Independent (same result on every rank): (path, shape, dtype) of every dataset."""
+                   return_mapping: bool, convs: dict) -> list[tuple[str, tuple, np.dtype, dict]]:
+    """Independent (same result on every rank): (path, shape, dtype, attributes) of
+    every dataset."""
     el, specs = edges.edge_layout, []
+    attrs = {}
     for p in range(layout.nparts):
         g = f"part{p}"
         n, e, h = layout.part_size(p), el.part_size(p), halo.layout.part_size(p)
         for k, c in src.node_cols.items():
-            specs.append((f"{g}/node_type" if k == "node_type" else f"{g}/node/{k}", (n,) + c.tail, c.dtype))
+            path = f"{g}/node_type" if k == "node_type" else f"{g}/node/{k}"
+            specs.append((path, (n,) + c.tail, convs[k].storage if k in convs else c.dtype))
+            if k in convs:
+                attrs[path] = convs[k].attrs()
         if return_mapping:
             specs += [(f"{g}/orig_nid", (n,), np.int64), (f"{g}/orig_eid", (e,), np.int64)]
         specs += [(f"{g}/csr/indptr", (edges.num_etypes * n + 1,), np.int64), (f"{g}/csr/indices", (e,), np.int64)]
@@ -380,12 +415,12 @@ def _dataset_specs(src: RawSource, layout: IdLayout, edges: LocalEdges, halo: Ha
             he = halo.edge_layout.part_size(p)
             specs += [(f"{g}/halo_hops", (h,), np.int8), (f"{g}/halo_csr/indptr", (h + 1,), np.int64),
                       (f"{g}/halo_csr/indices", (he,), np.int64), (f"{g}/halo_csr/eid", (he,), np.int64)]
-    return [(k, tuple(int(x) for x in shape), np.dtype(dt)) for k, shape, dt in specs]
+    return [(k, tuple(int(x) for x in shape), np.dtype(dt), attrs.get(k, {})) for k, shape, dt in specs]
 
 
 def _check_space(path: str, specs, rank: int) -> None:
     """Independent: refuse early when the file cannot fit (free space, file-size limit)."""
-    need = sum(int(np.prod(shape, dtype=np.int64)) * dt.itemsize for _, shape, dt in specs)
+    need = sum(int(np.prod(shape, dtype=np.int64)) * dt.itemsize for _, shape, dt, _ in specs)
     need += (1 << 20) + 4096 * len(specs)  # HDF5 metadata, generously
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if soft != resource.RLIM_INFINITY and soft < need:
@@ -408,5 +443,5 @@ def _create_all(out: PartFile, specs, layout: IdLayout, edges: LocalEdges, halo:
             "edge_start": int(el.start[p]), "edge_end": int(el.start[p + 1]),
             "num_inner_nodes": layout.part_size(p), "num_halo_nodes": halo.layout.part_size(p),
             "num_edges": el.part_size(p)})
-    for k, shape, dt in specs:
-        out.create(k, shape, dt)
+    for k, shape, dt, attrs in specs:
+        out.create(k, shape, dt, attrs)

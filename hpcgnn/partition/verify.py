@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from .config import VERIFY_ENV
+from .featdtype import LOGICAL_KEY
 from .writer import CHECKSUM_ALGORITHM, checksum_hex
 
 _MOD = 1 << 64
@@ -140,6 +141,25 @@ def dataset_problem(grp: h5py.Group, p: int, name: str, want: str, h5: str, conf
     except OSError as e:
         return f"{h5}: dataset /part{p}/{name} (partition {p}) cannot be read ({e})"
     return None if got == want else mismatch(h5, config, p, name, got, want)
+
+
+def dtype_problems(grp: h5py.Group, p: int, conf: dict, h5: str, config: str) -> list[str]:
+    """Independent: partition ``p``'s node and edge data against the JSON's dtypes
+    (``node_feats``/``edge_feats``), and the logical dtype of features stored at
+    another precision (``--feat-dtype``: the datasets' attribute ``logical_dtype``)."""
+    out = []
+    for kind in ("node", "edge"):
+        for name, schema in sorted(conf.get(f"{kind}_feats", {}).items()):
+            d = grp.get(f"{kind}/{name}")
+            if not isinstance(d, h5py.Dataset):
+                continue                   # a missing dataset is named by its checksum
+            want, got = schema.get(LOGICAL_KEY), d.attrs.get(LOGICAL_KEY)
+            got = got.decode() if isinstance(got, bytes) else got
+            if str(d.dtype) != schema.get("dtype") or want != got:
+                out.append(f"{h5}: dataset /part{p}/{kind}/{name} (partition {p}) is {d.dtype}"
+                           f"{f' holding {got}' if got else ''}; {config} says {schema.get('dtype')}"
+                           f"{f' holding {want}' if want else ''}")
+    return out
 
 
 def structure_problems(f: h5py.File, p: int, nodes: tuple[int, int], edges: tuple[int, int], h5: str,

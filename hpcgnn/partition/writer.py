@@ -55,9 +55,10 @@ def checksum_hex(s1: int, s2: int) -> str:
 class PartFile:
     """Collective: the output HDF5 file being written (opened with ``driver='mpio'``).
 
-    ``create(path, shape, dtype)`` is collective; ``write(path, row, arr)`` is
-    independent and records the slice's checksum share and any I/O error;
-    ``finish()`` is collective: agrees on errors, reduces the checksums, closes.
+    ``create(path, shape, dtype, attrs)`` is collective (``attrs``: the dataset's HDF5
+    attributes); ``write(path, row, arr)`` is independent and records the slice's
+    checksum share and any I/O error; ``finish()`` is collective: agrees on errors,
+    reduces the checksums, closes.
     """
 
     def __init__(self, comm, path: str) -> None:
@@ -76,7 +77,9 @@ class PartFile:
 
     def create(self, path: str, shape: tuple, dtype, attrs: dict | None = None) -> None:
         dtype = np.dtype(dtype)
-        self.f.create_dataset(path, shape=shape, dtype=dtype)
+        d = self.f.create_dataset(path, shape=shape, dtype=dtype)
+        for k, v in (attrs or {}).items():
+            d.attrs[k] = v
         self.shapes[path] = (tuple(shape), dtype)
         self.row_bytes[path] = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
         self.partial[path] = [0, 0]
@@ -111,6 +114,7 @@ class PartFile:
             return
         shape, dtype = self.shapes[path]
         arr = np.ascontiguousarray(arr, dtype=dtype)
+        row = int(row)                   # a NumPy integer would overflow in the checksum's products
         try:
             self.f[path].write_direct(arr, dest_sel=np.s_[row:row + len(arr)])
         except Exception as e:  # noqa: BLE001 - agreed in finish()

@@ -5,7 +5,9 @@ Each attribute is a handle on a ``DistTensor`` (no copy): ``get_tensor`` reads t
 asked rows wherever they live (one one-sided read per owner), ``put_tensor`` with
 an index writes rows into it.  PyG's loaders ask for every attribute of
 :meth:`get_all_tensor_attrs` at the batch's ``n_id``, so the store holds node
-attributes only, under the names a PyG model reads (``x``, ``y``)."""
+attributes only, under the names a PyG model reads (``x``, ``y``).  Features
+partitioned at half precision (``hpcgnn partition --feat-dtype bf16|fp16``) are
+read so (half the bytes) and handed as float32, as the loaders hand ``batch.x``."""
 from __future__ import annotations
 
 from typing import Optional
@@ -17,6 +19,7 @@ from torch_geometric.typing import FeatureTensorType
 
 from ..errors import InputError
 from ..graph import DistGraph, DistTensor
+from ..sampling.batch import float_features
 from .checks import homogeneous_graph
 
 #: PyG's attribute name -> the graph's node data name, as :func:`DistFeatureStore.from_graph` maps them by default.
@@ -78,13 +81,14 @@ class DistFeatureStore(FeatureStore):
         return True
 
     def _get_tensor(self, attr: TensorAttr) -> Optional[FeatureTensorType]:
-        """The rows of ``attr.index`` (all rows when None); None if not registered."""
+        """The rows of ``attr.index`` (all rows when None); None if not registered.
+        Half-precision rows (bfloat16, float16) come as float32."""
         held = self._tensors.get(_key(attr))
         if held is None:
             return None
         ids = attr.index if attr.is_set("index") else None
         out = held[slice(None) if ids is None else _index(ids, len(held), _key(attr))]
-        return out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
+        return float_features(out if isinstance(out, torch.Tensor) else torch.as_tensor(out))
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         """Forget the handle (the DistTensor itself stays)."""

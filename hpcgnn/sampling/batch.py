@@ -7,12 +7,25 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..graph.tensor_store import bits_as_torch
 from .blocks import LayerAdj, build_adjs
 from .buffers import FEATURES
 
 #: How ``MiniBatch.fetch_features`` hands over ``x``: a gathered copy, or the rows'
 #: addresses (:class:`~hpcgnn.graph.row_refs.RowRefs`).
 FEATURE_ROWS = ("copy", "refs")
+
+
+#: Half-precision feature dtypes (``hpcgnn partition --feat-dtype bf16|fp16``):
+#: gathered so, handed to the model as float32 (:func:`float_features`).
+HALF = (torch.bfloat16, torch.float16)
+
+
+def float_features(x):
+    """``x`` as float32 when it holds half-precision features, else as it is."""
+    if isinstance(x, torch.Tensor) and x.dtype in HALF:
+        return x.float()
+    return x
 
 
 #: The key of the global ids in ``Block.srcdata`` / ``dstdata`` (DGL's ``dgl.NID``).
@@ -153,7 +166,8 @@ class MiniBatch:
         return self.num_sampled_edges
 
     def fetch_features(self, g, feat: str | None = "feat", label: str | None = "label",
-                       device=None, label_rows: str = "all", feature_rows: str = "copy") -> "MiniBatch":
+                       device=None, label_rows: str = "all", feature_rows: str = "copy",
+                       keep_half: bool = False) -> "MiniBatch":
         """Gather ``x = g.ndata[feat][n_id]`` and ``y = g.ndata[label][n_id]`` (one
         one-sided read per owner each; None skips one).  ``label_rows="seeds"``: ``y``
         holds the seeds' labels only (``n_id[:batch_size]``, all a node classifier
@@ -162,8 +176,12 @@ class MiniBatch:
         its rows there).  ``feature_rows="refs"``: ``x`` is a
         :class:`~hpcgnn.graph.row_refs.RowRefs`, the rows' addresses instead of a copy
         (host memory only; a copy where it does not apply), which
-        :class:`~hpcgnn.train.model.SAGE`'s first layer reads in place.  Returns
-        ``self``."""
+        :class:`~hpcgnn.train.model.SAGE`'s first layer reads in place (float32
+        features only: half-precision ones are copied).  Features stored at half
+        precision (``hpcgnn partition --feat-dtype bf16|fp16``) are gathered so (half
+        the bytes) and ``x`` is float32, as for any other graph, unless ``keep_half``
+        (the loader's sampler ranks send them half; the trainer makes them float32).
+        Returns ``self``."""
         from ..errors import InputError
 
         if label_rows not in ("all", "seeds"):
@@ -190,8 +208,11 @@ class MiniBatch:
             elif device is not None:
                 self.x = g.ndata[feat].gather_to(ids, device)
             else:
-                refs = g.ndata[feat].row_refs(ids) if feature_rows == "refs" else None
-                self.x = refs if refs is not None else _gather_features(g.ndata[feat], ids)
+                t = g.ndata[feat]
+                refs = t.row_refs(ids) if feature_rows == "refs" and t.dtype not in HALF else None
+                self.x = refs if refs is not None else _gather_features(t, ids, not keep_half)
+            if not keep_half:
+                self.x = float_features(self.x)
         if label is not None:
             self.y = _as_tensor(g.ndata[label][ids if label_rows == "all" else ids[: self.batch_size]])
             if device is not None:
@@ -269,12 +290,17 @@ class MiniBatch:
         return self
 
 
-def _gather_features(t, ids) -> torch.Tensor:
+def _gather_features(t, ids, upcast: bool) -> torch.Tensor:
     """``t[ids]`` for a DistTensor of a torch dtype, into a buffer of
-    :data:`~hpcgnn.sampling.buffers.FEATURES` (reused once the batch is gone)."""
+    :data:`~hpcgnn.sampling.buffers.FEATURES` (reused once the batch is gone);
+    half-precision rows made float32 (into another such buffer) with ``upcast``."""
     if not isinstance(t.dtype, torch.dtype):      # rows torch cannot hold come back as NumPy
         return _as_tensor(t[ids])
-    return torch.from_numpy(t.gather(ids, FEATURES.take(len(ids), t.shape[1:], t.np_dtype)))
+    rows = t.gather(ids, FEATURES.take(len(ids), t.shape[1:], t.np_dtype))
+    x = bits_as_torch(rows, t.dtype) if t.dtype == torch.bfloat16 else torch.from_numpy(rows)
+    if upcast and x.dtype in HALF:
+        x = torch.from_numpy(FEATURES.take(len(ids), t.shape[1:], np.float32)).copy_(x)
+    return x
 
 
 def _as_tensor(a):

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from .batch import float_features
 
 
 @dataclass
@@ -106,7 +107,8 @@ def to_hetero(mb, g, feat: str | None = "feat", label: str | None = "label") -> 
         for name in has:
             if name in ids:        # rows the loader fetched already (mb.x), else read them now
                 m = torch.from_numpy(np.flatnonzero(nt == names.index(name)))
-                hb.x[name] = x[m.to(x.device)] if x is not None else _as_tensor(g.ndata[feat][ids[name].numpy()])
+                hb.x[name] = x[m.to(x.device)] if x is not None else \
+                    float_features(_as_tensor(g.ndata[feat][ids[name].numpy()]))
     if label is not None:
         if label not in g.ndata:
             raise InputError(f"MiniBatch.to_hetero: {label!r} is not a node feature of graph {g.graph_name!r}")

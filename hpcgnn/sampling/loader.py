@@ -37,7 +37,7 @@ from ..comm.mpi import MPI
 from ..errors import InputError
 from ..graph.dist_graph import _ids
 from ..partition.arrays import unique_inverse
-from .batch import FEATURE_ROWS
+from .batch import FEATURE_ROWS, float_features
 from .plan import EpochPlan
 
 
@@ -74,6 +74,7 @@ class NodeTask:
     device: str | None = None
     label_rows: str = "all"
     feature_rows: str = "copy"
+    keep_half: bool = False        # half-precision features stay so (sent by sampler ranks)
 
     def make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
@@ -85,7 +86,7 @@ class NodeTask:
         before = (cache.hits, cache.remote_lookups) if cache is not None else None
         if self.feat is not None or self.label is not None:
             b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows,
-                             feature_rows=self.feature_rows)
+                             feature_rows=self.feature_rows, keep_half=self.keep_half)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         b.extra["padding"] = self.plan.is_padding(step)
         if before is not None:        # counted where the batch was made (a sampler rank, maybe)
@@ -104,6 +105,7 @@ class EdgeTask:
     reverse_eids: np.ndarray | None
     feat: str | None
     label: str | None
+    keep_half: bool = False
 
     def make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
@@ -129,7 +131,7 @@ class EdgeTask:
         b.input_id = torch.from_numpy(eids)
         t1 = time.perf_counter()
         if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label)
+            b.fetch_features(g, self.feat, self.label, keep_half=self.keep_half)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         b.extra["padding"] = self.plan.is_padding(step)
         return b
@@ -247,6 +249,8 @@ class _Loader:
         if mode == "samplers" and getattr(self.task, "feature_rows", "copy") != "copy":
             self.task.feature_rows = "copy"     # addresses mean nothing in another process
         if mode == "samplers":
+            self.task.keep_half = True          # half-precision features cross MPI so; made float32 here
+        if mode == "samplers":
             from .remote import RemoteLoader
 
             self._remote = RemoteLoader(ctx, g, self.task, max(1, self.prefetch))
@@ -300,6 +304,8 @@ class _Loader:
             for step in range(start, self.plan.steps):
                 t0 = time.perf_counter()
                 b = source.next()
+                if self.mode == "samplers":
+                    b.x = float_features(b.x)
                 self.stats["wait_s"] += time.perf_counter() - t0
                 self.stats["batches"] += 1
                 self.stats["sampled_edges"] += b.num_edges

@@ -37,19 +37,26 @@ _SCALARS = ("batch_size", "num_sampled_nodes", "num_sampled_edges", "edge_dir", 
 
 
 def _to_frame(b: MiniBatch):
-    names, arrays = [], []
+    """The batch as a header and its arrays; bfloat16 tensors (features partitioned
+    with ``--feat-dtype bf16``: NumPy has no bfloat16) travel as their int16 bits."""
+    names, arrays, bf16 = [], [], []
     for k in _ARRAYS:
         v = getattr(b, k)
         if v is not None:
+            if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16:
+                v = v.view(torch.int16)
+                bf16.append(k)
             a = v.numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
             names.append(k)
             arrays.append(np.ascontiguousarray(a))
-    return {k: getattr(b, k) for k in _SCALARS} | {"arrays": names}, arrays
+    return {k: getattr(b, k) for k in _SCALARS} | {"arrays": names, "bf16": bf16}, arrays
 
 
 def _from_frame(header, arrays) -> MiniBatch:
     fields = {k: header[k] for k in _SCALARS}
     fields.update({k: torch.from_numpy(a) for k, a in zip(header["arrays"], arrays)})
+    for k in header.get("bf16", ()):
+        fields[k] = fields[k].view(torch.bfloat16)
     return MiniBatch(**fields)
 
 

@@ -1,0 +1,36 @@
+"""Resident memory of the ranks: the high-water mark each phase reports in its JSON.
+
+``peak_rss_bytes()`` is this process's high-water mark (``getrusage``'s ``ru_maxrss``,
+Linux's ``VmHWM``): it never falls, so a phase's value is the peak of everything up to
+the end of that phase.  ``current_rss_bytes()`` is what is resident now.  Pages of a
+shared-memory window count in the RSS of every rank that touched them, so the sum
+over the ranks of one host counts node-shared tables once per rank that mapped them.
+"""
+from __future__ import annotations
+
+import os
+import resource
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    """This process's resident-memory high-water mark, in bytes."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def current_rss_bytes() -> int:
+    """This process's resident memory now, in bytes (``/proc/self/statm``)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except OSError:                      # not Linux: the high-water mark is the best we have
+        return peak_rss_bytes()
+
+
+def rss_summary(comm) -> dict:
+    """Collective: every rank's peak and current RSS, their maximum and their sum."""
+    peaks = [int(v) for v in comm.allgather(peak_rss_bytes())]
+    now = [int(v) for v in comm.allgather(current_rss_bytes())]
+    return {"peak_rss_bytes_per_rank": peaks, "peak_rss_bytes_max_rank": max(peaks),
+            "peak_rss_bytes_sum": sum(peaks), "rss_bytes_now_sum": sum(now)}
