@@ -35,9 +35,13 @@ static int64_t max_degree(int64_t n, const int64_t *xadj) {
  * the cache on every edge. */
 typedef struct { int32_t *key; int64_t *val; int32_t *used; int64_t nused; unsigned bits; } counter;
 
+/* Table sizes stop at 2^31 slots: keys are local cluster ids (fewer than 2^31 - 1 per
+ * rank), so a hub of more neighbours still finds a free slot, and 1u << bits stays defined. */
+#define COUNTER_MAX_BITS 31
+
 static int counter_init(counter *c, int64_t maxdeg) {
     unsigned bits = 4;
-    while (((int64_t)1 << bits) < 2 * maxdeg) bits++;
+    while (bits < COUNTER_MAX_BITS && ((int64_t)1 << bits) < 2 * maxdeg) bits++;
     c->key = malloc(((size_t)1 << bits) * sizeof(int32_t));
     c->val = malloc(((size_t)1 << bits) * sizeof(int64_t));
     c->used = malloc(((size_t)1 << bits) * sizeof(int32_t));
@@ -51,7 +55,7 @@ static void counter_free(counter *c) { free(c->key); free(c->val); free(c->used)
 
 static inline void counter_size(counter *c, int64_t deg) {
     unsigned bits = 4;
-    while (((int64_t)1 << bits) < 2 * deg) bits++;
+    while (bits < COUNTER_MAX_BITS && ((int64_t)1 << bits) < 2 * deg) bits++;
     c->bits = bits;
 }
 

@@ -183,12 +183,27 @@ def allgather_rows(comm, values) -> np.ndarray:
 def allgather_blocks(comm, local, counts=None) -> np.ndarray:
     """Collective: every rank's 1-D ``local`` concatenated in rank order, on every rank
     (same dtype).  ``counts``: each rank's length when the caller knows them all
-    (e.g. from a vertex distribution); otherwise they are all-gathered first."""
+    (e.g. from a vertex distribution); otherwise they are all-gathered first.  A
+    result of more than ``MAX_ROUND_BYTES`` is gathered in rounds (a slice of every
+    block each), so that no MPI count or displacement exceeds 32 bits."""
     local = np.ascontiguousarray(local).reshape(-1)
     counts = np.array(comm.allgather(len(local)) if counts is None else counts, dtype=np.int64)
     displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     out = np.empty(int(counts.sum()), dtype=local.dtype)
-    comm.Allgatherv(local, [out, (counts.tolist(), displs.tolist())])
+    rounds = max(1, -(-len(out) * local.dtype.itemsize // MAX_ROUND_BYTES))
+    if rounds == 1:
+        comm.Allgatherv(local, [out, (counts.tolist(), displs.tolist())])
+        return out
+    mine = comm.Get_rank()
+    for k in range(rounds):
+        first = counts * k // rounds                      # where each block's slice of this round starts
+        n = _split(counts, rounds, k)
+        pos = np.concatenate([[0], np.cumsum(n)[:-1]])
+        pack = np.empty(int(n.sum()), dtype=local.dtype)
+        comm.Allgatherv(local[first[mine]:first[mine] + n[mine]], [pack, (n.tolist(), pos.tolist())])
+        for r in range(len(counts)):
+            at = displs[r] + first[r]
+            out[at:at + n[r]] = pack[pos[r]:pos[r] + n[r]]
     return out
 
 

@@ -15,11 +15,24 @@ from __future__ import annotations
 import numpy as np
 
 from . import watchdog
+from .datatypes import MAX_OP_BYTES
 from .mpi import MPI
 
 REQ_TAG = 0x4851
 #: Frames of loader ``lid`` travel on tag ``FRAME_TAG + lid``.
 FRAME_TAG = 0x5000
+
+
+#: Largest message: an array of more bytes goes as several (MPI counts are C ``int``).
+MAX_MESSAGE_BYTES = MAX_OP_BYTES
+
+
+def _pieces(a: np.ndarray) -> list[np.ndarray]:
+    """The bytes of C-contiguous ``a`` as views of at most ``MAX_MESSAGE_BYTES`` each,
+    in order (sender and receiver cut alike; messages on one tag keep their order)."""
+    b = a.reshape(-1).view(np.uint8)
+    step = max(1, int(MAX_MESSAGE_BYTES))
+    return [b[i:i + step] for i in range(0, len(b), step)]
 
 
 class BatchChannel:
@@ -47,8 +60,8 @@ class BatchChannel:
         meta = [(a.dtype.str, a.shape) for a in arrays]
         reqs = [self.comm.isend((header, meta), dest=dest, tag=tag)]
         for a in arrays:
-            if a.size:
-                reqs.append(self.comm.Isend(a.reshape(-1).view(np.uint8), dest=dest, tag=tag))
+            for piece in _pieces(a):
+                reqs.append(self.comm.Isend(piece, dest=dest, tag=tag))
         return reqs
 
     def recv_frame(self, source: int, lid: int):
@@ -59,8 +72,8 @@ class BatchChannel:
             arrays = []
             for dt, shape in meta:
                 a = np.empty(shape, dtype=np.dtype(dt))
-                if a.size:
-                    self.comm.Recv(a.reshape(-1).view(np.uint8), source=source, tag=tag)
+                for piece in _pieces(a):
+                    self.comm.Recv(piece, source=source, tag=tag)
                 arrays.append(a)
         return header, arrays
 

@@ -62,7 +62,7 @@ def _quota(total: int, counts: np.ndarray) -> np.ndarray:
     C = int(c.sum())
     if C == 0 or total == 0:
         return np.zeros_like(c)
-    q = total * c // C
+    q = np.array([int(total) * int(x) // C for x in c], dtype=np.int64)   # exact: total * c passes 2^63
     rest = total - int(q.sum())
     for r in range(len(c)):
         if rest == 0:

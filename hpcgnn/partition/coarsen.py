@@ -41,6 +41,7 @@ from .. import _ext
 from ..comm.agree import agreed
 from ..comm.alltoall import allgather_blocks
 from ..comm.mpi import MPI
+from ..errors import InputError
 from .arrays import stable_argsort
 from .parmetis import part_kway
 
@@ -69,6 +70,11 @@ GATHER_ENTRIES = 1 << 25
 GATHER_FRACTION = 1 / 8
 #: ParMETIS runs (seeds) on the coarsest graph; the smallest cut is kept.
 TRIES = 4
+#: The clustering kernel labels a rank's vertices with int32: fewer than this many per rank.
+LOCAL_LIMIT = int(np.iinfo(np.int32).max)
+#: What a coarsest graph still too large for ParMETIS' idx_t calls for.
+COARSE_FIX = ("the coarsest cluster graph of --coarsen lp is still that large (the graph barely clusters): "
+              "partition with --method random, or use a ParMETIS built with IDXTYPEWIDTH=64")
 
 
 def resolve_coarsen(coarsen: str, num_nodes: int) -> str:
@@ -93,7 +99,13 @@ def lp_clusters(comm, vtxdist, xadj, adjncy, w0, nparts: int, seed: int, rounds:
     if total is None:
         total = comm.allreduce(int(w0.sum()), op=MPI.SUM)
     bound = max(1, total // (max(1, nparts) * cluster_factor))
-    with agreed(comm):   # a kernel error (memory, a block over 2**31 vertices) ends every rank
+    with agreed(comm):
+        counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
+        if int(counts.max()) >= LOCAL_LIMIT:    # the kernel's local labels are int32
+            raise InputError(f"coarsen: a rank holds {int(counts.max())} vertices; label propagation takes at most "
+                             f"{LOCAL_LIMIT - 1} (2^31-2) per rank: run on at least "
+                             f"{-(-int(counts.sum()) // (LOCAL_LIMIT - 1))} ranks (rank {rank})")
+    with agreed(comm):   # a kernel error (memory) ends every rank
         k, label = _ext.lp_cluster(np.ascontiguousarray(xadj, dtype=np.int64),
                                    np.ascontiguousarray(adjncy, dtype=np.int64), lo, w0, int(bound),
                                    int(rounds), int(seed) * 1000003 + rank, adjwgt=_opt(adjwgt))
@@ -113,12 +125,16 @@ def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray
     loops, summed edge weights (multiplicities when ``adjwgt`` is None), and an
     ``(k, ncon)`` array of summed vertex weights.
     Needs every vertex's global cluster id (an all-gather of ``N`` int32: fewer than
-    2**31 clusters, which ParMETIS' 32-bit ``idx_t`` requires anyway).
+    2**31 clusters, else an agreed :class:`InputError`; ParMETIS' 32-bit ``idx_t``
+    requires as much anyway).
     """
     rank = comm.Get_rank()
     k = int(cdist[rank + 1] - cdist[rank])
-    if int(cdist[-1]) > np.iinfo(np.int32).max:
-        raise ValueError(f"contract: {int(cdist[-1])} clusters do not fit in int32 (rank {rank})")
+    with agreed(comm):      # cdist is the same on every rank: so is this error
+        if int(cdist[-1]) > np.iinfo(np.int32).max:
+            raise InputError(f"coarsen: label propagation left {int(cdist[-1])} clusters, more than the 2^31-1 "
+                             f"that the contraction's int32 cluster ids (and ParMETIS' idx_t) hold: the graph "
+                             f"barely clusters; partition it with --method random (rank {rank})")
     glab = allgather_blocks(comm, (label + cdist[rank]).astype(np.int32), np.diff(vtxdist))
     order = stable_argsort(label)
     sizes = np.bincount(label, minlength=k)
@@ -234,7 +250,7 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     best = None
     for t in range(max(1, tries)):   # the coarsest graph is small: keep ParMETIS' best of a few seeds
         p, cut = part_kway(cur, dist, gx, ga, vwgt=np.stack(vw, axis=1).reshape(-1), ncon=ncon, nparts=nparts,
-                           adjwgt=gw, ubvec=ub, seed=seed + 7 * t, return_cut=True)
+                           adjwgt=gw, ubvec=ub, seed=(seed + 7 * t) % 2**31, return_cut=True, fix=COARSE_FIX)
         if best is None or cut < best[1]:
             best = (p, cut)
     parts = best[0]

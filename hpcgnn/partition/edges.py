@@ -51,7 +51,11 @@ class LocalEdges:
             nbin = owner_of(nodes.bin_start, own)
             ebin = ((nbin // Tn) * Te + (moved[etype_col].astype(np.int64) if Te > 1 else 0)) * Tn + nbin % Tn
             del nbin
-            order = _order_by(ebin * max(nodes.total, 1) + own, orig_eid)
+            span = max(nodes.total, 1)
+            if P * Te * Tn * span < 1 << 62:         # (bin, owner) as one int64 key
+                order = _order_by(ebin * span + own, orig_eid)
+            else:
+                order = np.lexsort((orig_eid, own, ebin))
             ebin = ebin[order]
         else:
             order = _order_by(own, orig_eid)

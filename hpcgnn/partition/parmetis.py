@@ -12,21 +12,31 @@ from .. import _ext
 from ..comm.agree import agreed
 from ..comm.mpi import MPI
 from ..errors import InputError, PartitionError
+from .idx_limits import FIX, check_sizes, fit_weights, size_problem
 
 IDX_DTYPE = _ext.IDX_DTYPE
 REAL_DTYPE = _ext.REAL_DTYPE
 IDX_T_BYTES = _ext.IDX_T_BYTES
 
 
-def _idx(a, name, rank, where="part_kway"):
+def _ints(a, name, rank, where="part_kway"):
+    """``a`` as a 1-D C-contiguous int64 array (InputError for another dtype or shape)."""
     a = np.asarray(a)
     if a.dtype.kind not in "iu":
         raise InputError(f"{where}: {name} has dtype {a.dtype}, expected integers (rank {rank})")
     if a.ndim != 1:
         raise InputError(f"{where}: {name} must be 1-D, got shape {a.shape} (rank {rank})")
+    if a.dtype == np.uint64 and a.size and int(a.max()) > np.iinfo(np.int64).max:
+        raise InputError(f"{where}: {name} holds values beyond int64 (rank {rank})")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _idx(a, name, rank, where="part_kway"):
+    """``a`` (checked int64) as ParMETIS' ``idx_t``: a last guard, after
+    :func:`.idx_limits.check_sizes` and :func:`.idx_limits.fit_weights` made every value fit."""
     if a.size and (a.max() > np.iinfo(IDX_DTYPE).max or a.min() < np.iinfo(IDX_DTYPE).min):
         raise InputError(f"{where}: {name} holds values beyond ParMETIS' {8 * IDX_T_BYTES}-bit idx_t "
-                         f"(rank {rank}); rebuild ParMETIS with IDXTYPEWIDTH=64")
+                         f"(rank {rank}); {FIX}")
     return np.ascontiguousarray(a, dtype=IDX_DTYPE)
 
 
@@ -84,7 +94,7 @@ def _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt, 
 
 
 def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *,
-              adjwgt=None, ubvec=None, tpwgts=None, seed: int = 0, return_cut: bool = False):
+              adjwgt=None, ubvec=None, tpwgts=None, seed: int = 0, return_cut: bool = False, fix: str = FIX):
     """Collective over ``comm``: partition a distributed graph into ``nparts`` parts.
 
     Rank ``r`` holds vertices ``vtxdist[r]:vtxdist[r+1]`` as a CSR (``xadj`` local
@@ -93,15 +103,18 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
     each of which ParMETIS balances within ``ubvec`` (default 1.05).  Returns this
     rank's part vector (int64, one entry per local vertex), and with ``return_cut``
     the pair ``(part, edgecut)`` (ParMETIS' weighted cut).  Bad input raises
-    :class:`~hpcgnn.errors.InputError` on every rank before ParMETIS is called.
+    :class:`~hpcgnn.errors.InputError` on every rank before ParMETIS is called, and so
+    does a graph past what ParMETIS' ``idx_t`` holds (:mod:`.idx_limits`; ``fix``: what
+    the message proposes).  Weight columns whose sums would not fit are scaled down
+    (:func:`.idx_limits.fit_weights`; the cut is then in those units).
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     with agreed(comm):
-        vtxdist = _idx(vtxdist, "vtxdist", rank)
-        xadj = _idx(xadj, "xadj", rank)
-        adjncy = _idx(adjncy, "adjncy", rank)
-        vwgt = None if vwgt is None else _idx(np.asarray(vwgt).reshape(-1), "vwgt", rank)
-        adjwgt = None if adjwgt is None else _idx(adjwgt, "adjwgt", rank)
+        vtxdist = _ints(vtxdist, "vtxdist", rank)
+        xadj = _ints(xadj, "xadj", rank)
+        adjncy = _ints(adjncy, "adjncy", rank)
+        vwgt = None if vwgt is None else _ints(np.asarray(vwgt).reshape(-1), "vwgt", rank)
+        adjwgt = None if adjwgt is None else _ints(adjwgt, "adjwgt", rank)
         ncon, nparts = int(ncon), int(nparts)
         _check_local(rank, size, vtxdist, xadj, adjncy, vwgt, ncon, nparts, adjwgt)
         ub, tp = _weights(ncon, nparts, ubvec, tpwgts, rank)
@@ -125,6 +138,16 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
         gids = np.arange(vtxdist[rank], vtxdist[rank + 1], dtype=np.int64)
         part = (gids * nparts // int(vtxdist[-1])).astype(np.int64)
         return (part, 0) if return_cut else part
+    check_sizes(comm, vtxdist, len(adjncy), "part_kway", fix)   # what idx_t holds, before it is used
+    if vwgt is not None:            # sums beyond idx_t scaled down (collective: vwgt given on all ranks)
+        vwgt = fit_weights(comm, vwgt.reshape(nlocal, ncon)).reshape(-1)
+    if adjwgt is not None:
+        adjwgt = fit_weights(comm, adjwgt)
+    with agreed(comm):
+        vtxdist, xadj, adjncy = (_idx(a, n, rank) for a, n in ((vtxdist, "vtxdist"), (xadj, "xadj"),
+                                                                (adjncy, "adjncy")))
+        vwgt = None if vwgt is None else _idx(vwgt, "vwgt", rank)
+        adjwgt = None if adjwgt is None else _idx(adjwgt, "adjwgt", rank)
     status, cut, part = _ext.parmetis_part_kway(
         comm, vtxdist, xadj, adjncy, vwgt, adjwgt, ncon, nparts,
         np.ascontiguousarray(tp, dtype=REAL_DTYPE), np.ascontiguousarray(ub, dtype=REAL_DTYPE), seed)
@@ -141,18 +164,24 @@ def metis_part_kway(xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *, 
     Used as a baseline in benchmarks and tests; honours multi-constraint ``vwgt``.
     """
     where = "metis_part_kway"
-    xadj = _idx(xadj, "xadj", 0, where)
-    adjncy = _idx(adjncy, "adjncy", 0, where)
-    vwgt = None if vwgt is None else _idx(np.asarray(vwgt).reshape(-1), "vwgt", 0, where)
+    xadj = _ints(xadj, "xadj", 0, where)
+    adjncy = _ints(adjncy, "adjncy", 0, where)
+    vwgt = None if vwgt is None else _ints(np.asarray(vwgt).reshape(-1), "vwgt", 0, where)
     ncon, nparts = int(ncon), int(nparts)
     n = len(xadj) - 1
     if n < 0:
         raise InputError(f"{where}: xadj must hold at least one entry (rank 0)")
-    _check_local(0, 1, np.array([0, n], dtype=IDX_DTYPE), xadj, adjncy, vwgt, ncon, nparts, None, where)
+    _check_local(0, 1, np.array([0, n], dtype=np.int64), xadj, adjncy, vwgt, ncon, nparts, None, where)
     ub = None if ubvec is None else np.ascontiguousarray(_weights(ncon, nparts, ubvec, None, 0, where)[0],
                                                          dtype=REAL_DTYPE)
     if nparts == 1:
-        return np.zeros(len(xadj) - 1, dtype=np.int64)
+        return np.zeros(n, dtype=np.int64)
+    found = size_problem([0, n], [len(adjncy)])
+    if found is not None:
+        raise InputError(f"{where}: {found[0]}: {FIX} (rank 0)")
+    if vwgt is not None:
+        vwgt = _idx(fit_weights(MPI.COMM_SELF, vwgt.reshape(n, ncon)).reshape(-1), "vwgt", 0, where)
+    xadj, adjncy = _idx(xadj, "xadj", 0, where), _idx(adjncy, "adjncy", 0, where)
     ok, _cut, part = _ext.metis_part_kway(xadj, adjncy, vwgt, int(ncon), int(nparts), ub, seed)
     if not ok:
         raise PartitionError("METIS_PartGraphKway failed")

@@ -33,6 +33,7 @@ from .coarsen import COARSEN_METHODS, coarsened_parts, resolve_coarsen
 from .assign import balance_columns, local_degrees, parmetis_parts, random_parts, symmetric_csr
 from .edges import Halo, LocalEdges
 from .featdtype import DEFAULT_FIELDS, conversions, resolve
+from .idx_limits import check_sizes
 from .relabel import IdLayout, assign_new_ids, map_ids
 from .source import RawSource, block
 from .frequency import DEFAULT_FANOUTS, REFINE_METHODS, frequency_refine
@@ -161,6 +162,9 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                 # with overwrite, the old partition stays until this run commits its own
         vtxdist = np.array([block(N, r, R)[0] for r in range(R)] + [N], dtype=np.int64)
         lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
+        whole = method == "parmetis" and num_parts > 1 and resolve_coarsen(coarsen, N) == "none"
+        if whole:                       # ParMETIS on the whole graph: what its idx_t holds, vertices first
+            check_sizes(comm, vtxdist, 0, input_path)
         src_ids, dst_ids = src.read_edges()
         clock.lap("read_edges")
 
@@ -203,6 +207,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                 parts, coarse_info = coarsened_parts(comm, vtxdist, xadj, adjncy,
                                                      [weights[k] for k in constraints], num_parts, seed, ub)
             else:
+                if whole:               # and the symmetric view's entries, before ParMETIS sees them
+                    check_sizes(comm, vtxdist, len(adjncy), input_path)
                 parts = parmetis_parts(comm, vtxdist, xadj, adjncy, [weights[k] for k in constraints],
                                        num_parts, seed, ubvec)
             clock.lap("parmetis")
