@@ -4,12 +4,13 @@ the same command needs for a 2000-node graph, per directed edge, beyond the feat
     python bench/memory_bench.py                                   # 1M nodes, 20M edges, 2 ranks
     python bench/memory_bench.py --num-nodes 4000000 --ranks 4
 
-Runs generation (:func:`hpcgnn.datasets.generate_graph`, every rank's ``ru_maxrss``
-gathered) and ``hpcgnn partition --json`` (which reports every rank's RSS high-water
-mark itself: ``peak_rss_bytes_per_rank``, ``memory_by_phase``) under ``mpirun -n
-RANKS``, on the graph and on a 2000-node graph of the same degree and features: the
-baseline, in the same run.  Prints one JSON object with ``bytes_per_edge`` per phase
-(target for partitioning: <= 48 beyond the features).
+Runs ``hpcgnn generate --json`` and ``hpcgnn partition --json`` under ``mpirun -n RANKS``
+(each reports every rank's RSS high-water mark; partition also per phase,
+``memory_by_phase``), then a few steps of ``hpcgnn train`` with 2 x [server, trainer]
+(its ``{"kind": "memory"}`` line: the peak RSS of each role's ranks), on the graph and
+on a 2000-node graph of the same degree and features: the baseline, in the same run.
+Prints one JSON object with ``bytes_per_edge`` for generation, partitioning (per phase
+too; target <= 48 beyond the features) and the servers while training (target <= 20).
 """
 import argparse
 import json
@@ -20,32 +21,32 @@ import tempfile
 
 MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 TARGET_PARTITION_BYTES_PER_EDGE = 48
-GEN = """
-import json, resource, sys
-from hpcgnn.comm.mpi import MPI
-from hpcgnn.datasets import generate_graph
-n, deg, f, out = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-info = generate_graph(out, MPI.COMM_WORLD, n, deg, f, 16, 0, name="g", overwrite=True)
-peaks = MPI.COMM_WORLD.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-if MPI.COMM_WORLD.rank == 0:
-    print(json.dumps({"num_edges": int(info["num_edges"]), "peak_rss_bytes_sum": sum(peaks)}))
-"""
+TARGET_SERVER_BYTES_PER_EDGE = 20
+HPCGNN = [sys.executable, "-m", "hpcgnn"]
 
 
-def _last_json(cmd):
+def _last_json(cmd, kind=None):
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode:
-        sys.exit(f"memory_bench: {' '.join(cmd[:6])} ... failed:\n{res.stderr[-3000:]}")
-    return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+        sys.exit(f"memory_bench: {' '.join(cmd[:8])} ... failed:\n{res.stderr[-3000:]}")
+    rows = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")]
+    return [r for r in rows if kind is None or r.get("kind") == kind][-1]
 
 
 def measure(d, n, a):
-    raw = os.path.join(d, f"g{n}.h5")
-    gen = _last_json([*MPIRUN, "-n", str(a.ranks), sys.executable, "-c", GEN, str(n), str(a.avg_degree),
-                      str(a.feat_dim), raw])
-    part = _last_json([*MPIRUN, "-n", str(a.ranks), sys.executable, "-m", "hpcgnn", "partition", raw,
-                       "-o", os.path.join(d, f"p{n}"), "-k", str(a.num_parts), "--overwrite", "--json"])
-    return gen, part
+    """generate, partition (a.ranks ranks) and a few training steps (2 x [server,
+    trainer]) on an ``n``-node graph: the three JSON reports."""
+    raw, parts = os.path.join(d, f"g{n}.h5"), os.path.join(d, f"p{n}")
+    run = [*MPIRUN, "-n", str(a.ranks)]
+    gen = _last_json([*run, *HPCGNN, "generate", raw, "--num-nodes", str(n), "--avg-degree", str(a.avg_degree),
+                      "--feat-dim", str(a.feat_dim), "--num-classes", "16", "--name", "g", "--overwrite", "--json"])
+    part = _last_json([*run, *HPCGNN, "partition", raw, "-o", parts, "-k", str(a.num_parts), "--overwrite",
+                       "--json"])
+    train = _last_json([*MPIRUN, "-n", str(2 * a.num_parts), *HPCGNN, "train", "--part-config", part["config"],
+                        "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2",
+                        "--max-steps", str(a.train_steps), "--epochs", "1", "--progress", "off",
+                        "--eval-every", "0", "--run-dir", os.path.join(d, f"run{n}")], kind="memory")
+    return gen, part, train
 
 
 def main():
@@ -55,10 +56,11 @@ def main():
     ap.add_argument("--feat-dim", type=int, default=64)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--num-parts", type=int, default=2)
+    ap.add_argument("--train-steps", type=int, default=5, help="training steps per trainer (servers' memory)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hpcgnn-membench-") as d:
-        base_gen, base_part = measure(d, 2000, a)
-        gen, part = measure(d, a.num_nodes, a)
+        base_gen, base_part, base_train = measure(d, 2000, a)
+        gen, part, train = measure(d, a.num_nodes, a)
     edges, feat = part["num_edges"], 4 * a.num_nodes * a.feat_dim
 
     def per_edge(big, base):
@@ -75,8 +77,14 @@ def main():
                          "bytes_per_edge": per_edge(part["peak_rss_bytes_sum"], base_part["peak_rss_bytes_sum"]),
                          "bytes_per_edge_by_phase": phases, "timings_s": part["timings_s"],
                          "edge_cut": part["edge_cut"]},
-           "target_partition_bytes_per_edge": TARGET_PARTITION_BYTES_PER_EDGE}
+           "train_servers": {**train["roles"]["server"],
+                             "bytes_per_edge": per_edge(train["roles"]["server"]["peak_rss_bytes_sum"],
+                                                        base_train["roles"]["server"]["peak_rss_bytes_sum"])},
+           "train_trainers": train["roles"]["trainer"],
+           "target_partition_bytes_per_edge": TARGET_PARTITION_BYTES_PER_EDGE,
+           "target_server_bytes_per_edge": TARGET_SERVER_BYTES_PER_EDGE}
     out["partition"]["meets_target"] = out["partition"]["bytes_per_edge"] <= TARGET_PARTITION_BYTES_PER_EDGE
+    out["train_servers"]["meets_target"] = out["train_servers"]["bytes_per_edge"] <= TARGET_SERVER_BYTES_PER_EDGE
     print(json.dumps(out))
 
 

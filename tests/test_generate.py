@@ -1,4 +1,5 @@
 """The synthetic generator: content, statistics, learnability, rank-count independence."""
+import json
 import os
 import shutil
 import sys
@@ -154,9 +155,16 @@ def test_same_file_for_any_rank_count(tmp_path, mpirun):
     expected = dump(ref)
     for ranks in (2, 3):
         out = str(tmp_path / f"r{ranks}.h5")
-        proc = mpirun(ranks, [sys.executable, "-m", "hpcgnn", "generate", out] + argv, timeout=120)
+        proc = mpirun(ranks, [sys.executable, "-m", "hpcgnn", "generate", out] + argv
+                      + (["--json"] if ranks == 3 else []), timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "5000 nodes" in proc.stdout
+        if ranks == 3:                 # the JSON summary: counts and every rank's peak RSS
+            info = json.loads(proc.stdout.strip().splitlines()[-1])
+            assert info["num_nodes"] == 5000 and info["ranks"] == 3
+            assert len(info["peak_rss_bytes_per_rank"]) == 3 and info["peak_rss_bytes_sum"] == sum(
+                info["peak_rss_bytes_per_rank"])
+        else:
+            assert "5000 nodes" in proc.stdout
         assert_same(expected, dump(out))
 
 

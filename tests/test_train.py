@@ -99,6 +99,13 @@ def test_two_partitions_match_full_batch_pyg(mpirun, tmp_path):
     assert abs(ours - ref["sage"]) <= 0.02, (ours, ref)
     assert ours > ref["mlp"] + 0.1, (ours, ref)
     assert res.stdout.strip().splitlines()[-1] == f"test accuracy: {ours:.4f}"
+    # the peak RSS of each role's ranks, gathered at finalize (2 x [server, trainer])
+    memory = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith('{"kind": "memory"')]
+    assert len(memory) == 1, res.stdout
+    roles = memory[0]["roles"]
+    assert sorted(roles) == ["server", "trainer"] and all(r["ranks"] == 2 for r in roles.values())
+    for r in roles.values():
+        assert 10 << 20 < r["peak_rss_bytes_max"] <= r["peak_rss_bytes_sum"] <= 2 * r["peak_rss_bytes_max"], r
     run = tmp_path / "run"
     for name in ("log.jsonl", "metrics.csv", "curve.png", "model.pt"):
         assert (run / name).stat().st_size > 0, name

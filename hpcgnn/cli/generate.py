@@ -7,10 +7,12 @@ its own run of chunks.  The file is the same for any ``R``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from ..comm.agree import agreed_over
 from ..comm.mpi import world
+from ..comm.rss import rss_summary
 from ..datasets.synthetic import CHUNK_NODES, DEFAULT_NOISE, generate_graph
 from ..datasets.synthetic_hetero import DEFAULT_NOISE as HETERO_NOISE
 from ..datasets.synthetic_hetero import generate_hetero_graph
@@ -45,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"nodes per generator chunk (default {CHUNK_NODES}); part of the graph's identity, "
                         "like the seed")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON summary on rank 0 (with every rank's peak resident memory)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"hpcgnn generate: error (rank {comm.Get_rank()}/{comm.Get_size()}): {e}\n")
         sys.stderr.flush()
         return 1
-    if comm.Get_rank() == 0:
+    memory = rss_summary(comm)
+    if comm.Get_rank() == 0 and args.json:
+        print(json.dumps({**{k: v for k, v in info.items() if isinstance(v, (int, float, str, dict))}, **memory}))
+    elif comm.Get_rank() == 0:
         print(f"hpcgnn generate: wrote {info['path']}: {info['num_nodes']} nodes, {info['num_edges']} edges, "
               f"{info['feat_dim']} features, {info['num_classes']} classes in {info['seconds']:.1f} s "
               f"on {info['ranks']} rank(s)")

@@ -11,7 +11,7 @@ import os
 import socket
 
 from ..errors import InputError, LayoutError
-from . import failure, peers, watchdog
+from . import failure, peers, rss, watchdog
 from .agree import raise_if_any
 from .layout import ROLES, Layout, describe_plan, plan_roles
 from .mpi import MPI
@@ -24,7 +24,8 @@ class Context:
     ranks of this rank's role), ``node_role_comm`` (ranks of this role on this node),
     ``trainer_comm`` (``None`` unless a trainer), ``role``, ``node_id``,
     ``num_nodes``, ``local_rank``, ``local_size``, ``rank``, ``size``, ``layout``,
-    ``plan`` (roles by node and local rank).
+    ``plan`` (roles by node and local rank), ``memory`` (after :meth:`finalize`: the
+    peak RSS of every role's ranks, :func:`~hpcgnn.comm.rss.role_summary`).
     """
 
     def __init__(self, world, layout, plan, node_id, node_comm, role_comm, node_role_comm, node_of):
@@ -54,6 +55,7 @@ class Context:
         self.service = None               # set by hpcgnn.initialize (hpcgnn.graph.service)
         self._comms = [node_role_comm, role_comm, node_comm]
         self.finalized = False
+        self.memory: dict | None = None   # at finalize: peak RSS per role (rss.role_summary)
 
     # -- who is where -----------------------------------------------------
     def role_of(self, world_rank: int) -> str:
@@ -121,6 +123,7 @@ class Context:
         while self._finalize_hooks:
             self._finalize_hooks.pop(0)()
         failure.finish_barrier(self.world, "finalize")
+        self.memory = rss.role_summary(self.world, self.role)     # every rank alive: agreed above
         while self._resources:
             self._resources.pop().free()
         for c in self._comms:

@@ -34,3 +34,15 @@ def rss_summary(comm) -> dict:
     now = [int(v) for v in comm.allgather(current_rss_bytes())]
     return {"peak_rss_bytes_per_rank": peaks, "peak_rss_bytes_max_rank": max(peaks),
             "peak_rss_bytes_sum": sum(peaks), "rss_bytes_now_sum": sum(now)}
+
+
+def role_summary(world, role: str) -> dict:
+    """Collective over ``world``: per role, its ranks' count, the sum and the maximum of
+    their peak RSS (``{"server": {"ranks": 2, "peak_rss_bytes_sum": ..., ...}, ...}``)."""
+    out: dict = {}
+    for r, peak in world.allgather((role, peak_rss_bytes())):
+        d = out.setdefault(r, {"ranks": 0, "peak_rss_bytes_sum": 0, "peak_rss_bytes_max": 0})
+        d["ranks"] += 1
+        d["peak_rss_bytes_sum"] += int(peak)
+        d["peak_rss_bytes_max"] = max(d["peak_rss_bytes_max"], int(peak))
+    return out

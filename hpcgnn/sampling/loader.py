@@ -250,7 +250,6 @@ class _Loader:
             self.task.feature_rows = "copy"     # addresses mean nothing in another process
         if mode == "samplers":
             self.task.keep_half = True          # half-precision features cross MPI so; made float32 here
-        if mode == "samplers":
             from .remote import RemoteLoader
 
             self._remote = RemoteLoader(ctx, g, self.task, max(1, self.prefetch))

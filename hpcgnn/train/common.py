@@ -2,6 +2,8 @@
 and a DDP hook timing the gradient allreduce."""
 from __future__ import annotations
 
+import json
+
 import random
 import time
 
@@ -69,6 +71,15 @@ def print_accuracies(result: dict, none_means: str) -> None:
     for what, key in (("validation", "val_acc"), ("test", "test_acc")):
         v = result[key]
         print(f"{what} accuracy: " + (f"n/a ({none_means})" if v is None else f"{v:.4f}"), flush=True)
+
+
+def finalize_and_report(ctx, first: bool) -> dict:
+    """Collective: end the launch; ``first`` (trainer 0) prints the peak RSS of every
+    role's ranks as one JSON line, ``{"kind": "memory", "roles": {...}}``.  Returns it."""
+    ctx.finalize()
+    if first:
+        print(json.dumps({"kind": "memory", "roles": ctx.memory}), flush=True)
+    return ctx.memory
 
 
 def settings_or_exit(parse, argv, prog: str):

@@ -66,7 +66,7 @@ from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
 from .model import SAGE
 from .zoo import build_model, input_style
-from .common import check_run_dir, run_or_exit, seed_all, settings_or_exit, start
+from .common import check_run_dir, finalize_and_report, run_or_exit, seed_all, settings_or_exit, start
 from .common import allsum as _allsum
 from .runtime import Trainer
 
@@ -339,12 +339,12 @@ def run(cfg: LinkConfig) -> dict | None:
     if me == 0:
         _save_table(os.path.join(cfg.run_dir, "embedding.npy"), emb.weight)
     result = trainer.finish(result)
-    if me == 0:
-        print(f"test MRR: {result['test_mrr']:.4f}", flush=True)
-        print(f"test {hk}: {result[f'test_{hk}']:.4f}", flush=True)
     with LOCK:
         tc.Barrier()            # trainer 0 has read the whole table before anyone finalizes
-    ctx.finalize()
+    result["memory"] = finalize_and_report(ctx, me == 0)
+    if me == 0:                 # the metrics stay the last lines
+        print(f"test MRR: {result['test_mrr']:.4f}", flush=True)
+        print(f"test {hk}: {result[f'test_{hk}']:.4f}", flush=True)
     result["model"] = model
     return result
 

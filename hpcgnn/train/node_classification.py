@@ -38,7 +38,8 @@ from ..graph import node_split
 from ..graph.row_refs import RowRefs
 from ..sampling import DistNodeDataLoader, NeighborSampler
 from ..sampling.blocks import adjs_like
-from .common import check_run_dir, labelled_ids, labelled_mask, print_accuracies, run_or_exit, seed_all, settings_or_exit, start
+from .common import (check_run_dir, finalize_and_report, labelled_ids, labelled_mask, print_accuracies, run_or_exit,
+                     seed_all, settings_or_exit, start)
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
 from .inference import layerwise_inference
@@ -248,9 +249,10 @@ def run(cfg: TrainConfig) -> dict | None:
                   if every_trainer_has["test"] else None}
     result["inference_s"] = time.perf_counter() - t0
     result = trainer.finish(result)
-    if tc.Get_rank() == 0:
+    first = tc.Get_rank() == 0
+    result["memory"] = finalize_and_report(ctx, first)
+    if first:                                    # the accuracy stays the last line
         print_accuracies(result, "no labelled nodes in the set")
-    ctx.finalize()
     result["model"] = model
     result["epochs"] = fit.epochs
     return result

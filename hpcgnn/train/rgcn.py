@@ -29,8 +29,8 @@ from ..comm.mpi import LOCK
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
-from .common import (allsum, check_run_dir, labelled_ids, labelled_mask, print_accuracies, run_or_exit, seed_all,
-                     settings_or_exit, start)
+from .common import (allsum, check_run_dir, finalize_and_report, labelled_ids, labelled_mask, print_accuracies,
+                     run_or_exit, seed_all, settings_or_exit, start)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
 from .runtime import Trainer
@@ -184,9 +184,10 @@ def run(cfg: RGCNConfig) -> dict | None:
         ctx.finalize()
         return {"stopped": True, "step": fit.step, "model": model}
     result = trainer.finish({k: None if ld is None else trainer.accuracy(ld, predict) for k, ld in evals.items()})
-    if tc.Get_rank() == 0:
+    first = tc.Get_rank() == 0
+    result["memory"] = finalize_and_report(ctx, first)
+    if first:                                    # the accuracy stays the last line
         print_accuracies(result, "fewer labelled nodes in the set than trainers")
-    ctx.finalize()
     result.update(model=model, epochs=fit.epochs)
     return result
 
