@@ -35,12 +35,30 @@ import numpy as np
 
 from ..comm.agree import agreed
 from ..comm.windows import RowStore
-from ..partition.arrays import unique_counts
 from ..partition.config import read_config, verify_enabled
 from ..partition.featdtype import LOGICAL_KEY
 from ..partition.verify import PartChecks, structure_problems
 from ..errors import InputError
 from .partition_book import RangePartitionBook
+
+
+def _read_into(dset, rows: np.ndarray) -> np.ndarray:
+    """``dset``'s rows read straight into the window memory ``rows`` (no second copy of
+    a partition's features); returns ``rows``."""
+    if dset.dtype == rows.dtype and rows.flags.c_contiguous and dset.shape == rows.shape:
+        dset.read_direct(rows)
+    else:
+        rows[...] = dset[:]
+    return rows
+
+
+def _fill_owners(own: np.ndarray, first: int, n: int, T: int, indptr: np.ndarray, chunk: int = 1 << 16) -> None:
+    """``own[j]``: the owner endpoint of the partition's edge ``j`` (CSR row ``r``'s
+    edges belong to node ``first + r % n``), written a chunk of rows at a time."""
+    for r0 in range(0, n * T, chunk):
+        r1 = min(r0 + chunk, n * T)
+        nodes = first + np.arange(r0, r1, dtype=np.int64) % max(n, 1)
+        own[indptr[r0]:indptr[r1]] = np.repeat(nodes, np.diff(indptr[r0:r1 + 1]))
 
 
 class GraphTables:
@@ -85,8 +103,11 @@ class GraphTables:
         # degree in the other direction: every owner counts its stored endpoints
         if mine:
             lo, hi = self.indices.local_range
-            ids, counts = unique_counts(self.indices.local_rows[: hi - lo])
-            self.rev_degree.accumulate(ids, counts.astype(np.int64), op="sum")
+            # a count per node, not a sorted copy of every edge (8 bytes per node, not per edge)
+            counts = np.bincount(self.indices.local_rows[: hi - lo], minlength=self.num_nodes)
+            ids = np.flatnonzero(counts)
+            self.rev_degree.accumulate(ids, counts[ids].astype(np.int64), op="sum")
+            del counts
         self.rev_degree.barrier()
 
     def _fill(self, parts: list[int]) -> None:
@@ -121,16 +142,13 @@ class GraphTables:
                         raise InputError(f"{where}: /part{p}/csr/indices holds node ids outside "
                                          f"[0, {self.num_nodes})")
                     sums.check("csr/indices", got)
-                    own = self.owner.local_rows[erow0:erow0 + e]
-                    own[:] = np.repeat(np.tile(np.arange(ns, ne, dtype=np.int64), T), np.diff(indptr))
+                    _fill_owners(self.owner.local_rows[erow0:erow0 + e], ns, n, T, indptr)
                 for k, st in self.ndata.items():
                     if n:
-                        st.local_rows[nrow0:nrow0 + n] = rows = g[f"node/{k}"][:]
-                        sums.check(f"node/{k}", rows)
+                        sums.check(f"node/{k}", _read_into(g[f"node/{k}"], st.local_rows[nrow0:nrow0 + n]))
                 for k, st in self.edata.items():
                     if e:
-                        st.local_rows[erow0:erow0 + e] = rows = g[f"edge/{k}"][:]
-                        sums.check(f"edge/{k}", rows)
+                        sums.check(f"edge/{k}", _read_into(g[f"edge/{k}"], st.local_rows[erow0:erow0 + e]))
                 sums.check_rest(g)               # what the tables do not hold (halo, ids), and empty ones
                 nrow0 += n
                 erow0 += e

@@ -324,8 +324,8 @@ def run(cfg: LinkConfig) -> dict | None:
                       describe=f"{g}, edges train/val/test "
                       f"{int(n_sets[0])}/{int(n_sets[1])}/{int(n_sets[2])}")
     if fit.stopped:
-        ctx.finalize()
-        return {"stopped": True, "step": fit.step, "model": model}
+        memory = finalize_and_report(ctx, tc.Get_rank() == 0)
+        return {"stopped": True, "step": fit.step, "model": model, "memory": memory}
 
     t0 = time.perf_counter()
     hk = f"hits@{cfg.hits_k}"

@@ -237,8 +237,8 @@ def run(cfg: TrainConfig) -> dict | None:
                       describe=f"{g}, model {cfg.model}, features "
                       f"{train_loader.task.feature_rows}")
     if fit.stopped:
-        ctx.finalize()
-        return {"stopped": True, "step": fit.step, "model": model}
+        memory = finalize_and_report(ctx, tc.Get_rank() == 0)
+        return {"stopped": True, "step": fit.step, "model": model, "memory": memory}
 
     t0 = time.perf_counter()
     if has_layers(model):

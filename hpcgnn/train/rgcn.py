@@ -181,8 +181,8 @@ def run(cfg: RGCNConfig) -> dict | None:
                       describe=f"{g}, model {cfg.model}, types {g.ntypes}, {len(g.canonical_etypes)} edge types, "
                       f"seeds {seed_type}")
     if fit.stopped:
-        ctx.finalize()
-        return {"stopped": True, "step": fit.step, "model": model}
+        memory = finalize_and_report(ctx, tc.Get_rank() == 0)
+        return {"stopped": True, "step": fit.step, "model": model, "memory": memory}
     result = trainer.finish({k: None if ld is None else trainer.accuracy(ld, predict) for k, ld in evals.items()})
     first = tc.Get_rank() == 0
     result["memory"] = finalize_and_report(ctx, first)
