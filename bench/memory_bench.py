@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
 TARGET_PARTITION_BYTES_PER_EDGE = 48
@@ -25,12 +26,21 @@ TARGET_SERVER_BYTES_PER_EDGE = 20
 HPCGNN = [sys.executable, "-m", "hpcgnn"]
 
 
-def _last_json(cmd, kind=None):
+def json_rows(cmd, kind=None):
+    """Run ``cmd``; its JSON lines (those of ``kind`` only, when given) and its wall time.
+    A failed command ends the benchmark with its output."""
+    t = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
     if res.returncode:
-        sys.exit(f"memory_bench: {' '.join(cmd[:8])} ... failed:\n{res.stderr[-3000:]}")
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {' '.join(cmd[:8])} ... failed:\n{res.stdout[-2000:]}\n"
+                 f"{res.stderr[-3000:]}")
     rows = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")]
-    return [r for r in rows if kind is None or r.get("kind") == kind][-1]
+    return [r for r in rows if kind is None or r.get("kind") == kind], wall
+
+
+def _last_json(cmd, kind=None):
+    return json_rows(cmd, kind)[0][-1]
 
 
 def measure(d, n, a):

@@ -16,23 +16,11 @@ peaks.  Prints one JSON object.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
-MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
-HPCGNN = [sys.executable, "-m", "hpcgnn"]
-
-
-def _run(cmd, kind=None):
-    t = time.perf_counter()
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t
-    if res.returncode:
-        sys.exit(f"scale_bench: {' '.join(cmd[:8])} ... failed:\n{res.stdout[-2000:]}\n{res.stderr[-3000:]}")
-    rows = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith("{")]
-    return [r for r in rows if kind is None or r.get("kind") == kind], wall
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memory_bench import HPCGNN, MPIRUN, json_rows as _run  # noqa: E402
 
 
 def pipeline(d, n, a):
