@@ -62,8 +62,14 @@ def _check_graph(g, o, rng):
         assert np.array_equal(g.ndata["label"][ids].numpy(), o.label[ids])
     e = rng.integers(0, m, 700)
     assert np.array_equal(g.edata["weight"][e].numpy(), o.weight[e])
-    s, d = g.find_edges(e)
-    assert np.array_equal(s.numpy(), o.src[e]) and np.array_equal(d.numpy(), o.dst[e])
+    bounds = g.get_partition_book().edge_ranges
+    runs = [np.arange(m), np.arange(m // 3 - 5, 2 * m // 3 + 7), np.arange(m - 3, m), np.array([0]),
+            np.array([m - 1, 0, m - 1])]
+    # every partition's first and last edge, alone and as a run across the partitions
+    runs += [bounds[:, 0], bounds[:, 1] - 1, np.arange(bounds[0, 1] - 2, bounds[-1, 0] + 2)]
+    for ids in [e] + runs:                 # any ids: the search; consecutive ones: one read of the rows
+        s, d = g.find_edges(ids)
+        assert np.array_equal(s.numpy(), o.src[ids]) and np.array_equal(d.numpy(), o.dst[ids])
     v = rng.integers(0, n, 300)
     assert np.array_equal(g.in_degrees(v).numpy(), o.in_deg[v])
     assert np.array_equal(g.out_degrees(v).numpy(), o.out_deg[v])

@@ -283,3 +283,14 @@ def test_a_name_held_already_with_other_partitions_is_refused(typed, tmp_path):
     with pytest.raises(InputError, match="a graph of this name is held already.*DistGraph\\('h_2'"):
         DistGraph("h", part_config=again)
     assert DistGraph("h_3parts", part_config=again).get_partition_book().num_partitions() == 3
+
+
+def test_typed_find_edges_any_ids_and_runs(typed):
+    """The owner endpoint comes from the etype-major CSR rows: any ids, and runs of
+    consecutive ids across edge types and partitions."""
+    g, o = typed
+    m = len(o["src"])
+    rng = np.random.default_rng(5)
+    for ids in (rng.integers(0, m, 900), np.arange(m), np.arange(m // 4, 3 * m // 4), np.array([m - 1, 0])):
+        s, d = g.find_edges(ids)
+        assert np.array_equal(s.numpy(), o["src"][ids]) and np.array_equal(d.numpy(), o["dst"][ids])

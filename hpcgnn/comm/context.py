@@ -123,7 +123,7 @@ class Context:
         while self._finalize_hooks:
             self._finalize_hooks.pop(0)()
         failure.finish_barrier(self.world, "finalize")
-        self.memory = rss.role_summary(self.world, self.role)     # every rank alive: agreed above
+        self.memory = rss.role_summary(self.world, self.role, ROLES)     # every rank alive: agreed above
         while self._resources:
             self._resources.pop().free()
         for c in self._comms:

@@ -11,6 +11,10 @@ from __future__ import annotations
 import os
 import resource
 
+import numpy as np
+
+from . import watchdog
+
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -36,12 +40,18 @@ def rss_summary(comm) -> dict:
             "peak_rss_bytes_sum": sum(peaks), "rss_bytes_now_sum": sum(now)}
 
 
-def role_summary(world, role: str) -> dict:
+def role_summary(world, role: str, roles: tuple) -> dict:
     """Collective over ``world``: per role, its ranks' count, the sum and the maximum of
-    their peak RSS (``{"server": {"ranks": 2, "peak_rss_bytes_sum": ..., ...}, ...}``)."""
+    their peak RSS (``{"server": {"ranks": 2, "peak_rss_bytes_sum": ..., ...}, ...}``).
+    ``roles``: every role's name (this rank's is ``role``).  A buffer ``Allgather``
+    under the watchdog: a rank gone at this point ends the job after ``HPCGNN_TIMEOUT``."""
+    mine = np.array([roles.index(role), peak_rss_bytes()], dtype=np.int64)
+    every = np.empty((world.Get_size(), 2), dtype=np.int64)
+    with watchdog.waiting("every rank's peak memory at the end of the run"):
+        world.Allgather(mine, every)
     out: dict = {}
-    for r, peak in world.allgather((role, peak_rss_bytes())):
-        d = out.setdefault(r, {"ranks": 0, "peak_rss_bytes_sum": 0, "peak_rss_bytes_max": 0})
+    for r, peak in every.tolist():
+        d = out.setdefault(roles[r], {"ranks": 0, "peak_rss_bytes_sum": 0, "peak_rss_bytes_max": 0})
         d["ranks"] += 1
         d["peak_rss_bytes_sum"] += int(peak)
         d["peak_rss_bytes_max"] = max(d["peak_rss_bytes_max"], int(peak))

@@ -25,6 +25,7 @@ from ..comm.agree import agreed
 from ..errors import InputError
 from ..partition.featdtype import LOGICAL_KEY
 from .dist_tensor import DistTensor
+from .edge_owner import EdgeOwners
 
 Edges = namedtuple("Edges", ["src", "dst", "eid"])
 #: A feature's row shape and dtype (``g.node_attr_schemes()["feat"].shape``).
@@ -173,6 +174,7 @@ class DistGraph:
         svc = ctx.service
         self._ctx = ctx
         self._t = svc.graphs[graph_name]
+        self._owners = EdgeOwners(self._t)          # find_edges: owner endpoints from the CSR rows
         self.graph_name = graph_name
         t = self._t
         self._part_id = min(ctx.node_id, t.num_parts - 1)
@@ -366,7 +368,7 @@ class DistGraph:
         """``(src, dst)`` of each edge id, as torch tensors."""
         e = _ids(eids, self._t.num_edges, "find_edges")
         other = self._t.indices.gather(e) if len(e) else np.zeros(0, np.int64)
-        owner = self._t.owner.gather(e) if len(e) else np.zeros(0, np.int64)
+        owner = self._owners(e)
         src, dst = (other, owner) if self.edge_dir == "in" else (owner, other)
         return torch.from_numpy(src), torch.from_numpy(dst)
 

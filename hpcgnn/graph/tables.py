@@ -11,7 +11,6 @@ table           rows             row
 ``csr``         nodes            ``[first, end)`` global edge ids of the node's stored edges
                                  (typed graphs: one such pair per edge type)
 ``indices``     edges            the other endpoint of the edge
-``owner``       edges            the owner endpoint (destination for in-edges)
 ``rev_degree``  nodes            degree in the other direction (out-degree for in-edges)
 node data       nodes            one table per ``/part{p}/node/<name>`` (a feature
                                  partitioned as bfloat16: its ``uint16`` bits)
@@ -19,7 +18,8 @@ edge data       edges            one table per ``/part{p}/edge/<name>``
 ==============  ===============  ==========================================
 
 Edge ``e`` of partition ``p`` sits at position ``e - edge_start[p]`` of that
-partition's CSR, so ``csr`` rows are global edge ids and sampling needs nothing else.
+partition's CSR, so ``csr`` rows are global edge ids and sampling needs nothing else;
+an edge's owner endpoint is found from ``csr`` (:mod:`hpcgnn.graph.edge_owner`).
 
 The owner checks what it reads against the JSON: the group's counts, and the
 checksum of every dataset of the group the JSON has one for (the arrays as read;
@@ -52,15 +52,6 @@ def _read_into(dset, rows: np.ndarray) -> np.ndarray:
     return rows
 
 
-def _fill_owners(own: np.ndarray, first: int, n: int, T: int, indptr: np.ndarray, chunk: int = 1 << 16) -> None:
-    """``own[j]``: the owner endpoint of the partition's edge ``j`` (CSR row ``r``'s
-    edges belong to node ``first + r % n``), written a chunk of rows at a time."""
-    for r0 in range(0, n * T, chunk):
-        r1 = min(r0 + chunk, n * T)
-        nodes = first + np.arange(r0, r1, dtype=np.int64) % max(n, 1)
-        own[indptr[r0]:indptr[r1]] = np.repeat(nodes, np.diff(indptr[r0:r1 + 1]))
-
-
 class GraphTables:
     """Every rank's handle on a loaded graph (collective to create and to free)."""
 
@@ -86,7 +77,6 @@ class GraphTables:
         self.num_etypes = len(self.book.etypes)
         self.csr = table("csr", nb, (2,) if self.num_etypes == 1 else (self.num_etypes, 2), np.int64)
         self.indices = table("indices", eb, (), np.int64)
-        self.owner = table("owner", eb, (), np.int64)
         self.rev_degree = table("rev_degree", nb, (), np.int64)
         self.ndata = {k: table(f"ndata:{k}", nb, tuple(v["shape"]), np.dtype(v["dtype"]))
                       for k, v in sorted(self.config.get("node_feats", {}).items())}
@@ -142,7 +132,6 @@ class GraphTables:
                         raise InputError(f"{where}: /part{p}/csr/indices holds node ids outside "
                                          f"[0, {self.num_nodes})")
                     sums.check("csr/indices", got)
-                    _fill_owners(self.owner.local_rows[erow0:erow0 + e], ns, n, T, indptr)
                 for k, st in self.ndata.items():
                     if n:
                         sums.check(f"node/{k}", _read_into(g[f"node/{k}"], st.local_rows[nrow0:nrow0 + n]))
@@ -194,5 +183,5 @@ class GraphTables:
     def free(self) -> None:
         """Collective over the world: free every table (reverse creation order)."""
         for st in list(self.edata.values())[::-1] + list(self.ndata.values())[::-1] + \
-                [self.rev_degree, self.owner, self.indices, self.csr]:
+                [self.rev_degree, self.indices, self.csr]:
             st.free()

@@ -61,9 +61,11 @@ def symmetric_csr(comm, vtxdist: np.ndarray, src: np.ndarray, dst: np.ndarray, c
         rows, cols = np.concatenate([u, v]), np.concatenate([v, u])
         ru, rv = alltoallv(comm, owner_of(vtxdist, rows), rows, cols)
         del rows, cols
-        _ext.csr_fill(ru, rv, lo, pos, xadj[1:], adjncy)
+        with agreed(comm):                  # an inconsistency on one rank ends every rank's loop
+            _ext.csr_fill(ru, rv, lo, pos, xadj[1:], adjncy)
     del pos
-    nnz = _ext.csr_sort_dedup(xadj, adjncy)
+    with agreed(comm):
+        nnz = _ext.csr_sort_dedup(xadj, adjncy)
     adjncy.resize(nnz, refcheck=False)      # the repeats' tail goes back to the allocator
     return xadj, adjncy
 
