@@ -77,6 +77,8 @@ def test_stored_rows_are_the_float32_rows_rounded(graph, dt):
                                           "raw_dtype": "float32"}
     assert conf["feat_dtype"] == {"dtype": LOGICAL[dt], "fields": ["feat"]}
     assert json.load(open(cfgs["float32"]))["feat_dtype"] is None
+    # a reader of version 1 only would take the stored bits for values: version 2 stops it
+    assert conf["version"] == 2 and json.load(open(cfgs["float32"]))["version"] == 1
     h5 = {k: os.path.join(os.path.dirname(c), "g.h5") for k, c in cfgs.items()}
     with h5py.File(h5[dt]) as fh, h5py.File(h5["float32"]) as f32:
         for p in range(2):

@@ -17,6 +17,10 @@ from ..errors import InputError
 
 FORMAT = "hpcgnn-partitioned"
 VERSION = 1
+#: the version of a partitioning with features whose stored dtype is not their logical one
+#: (``--feat-dtype bf16``: ``uint16`` bits); a reader that knows only version 1 refuses it
+VERSION_LOGICAL = 2
+VERSIONS = (VERSION, VERSION_LOGICAL)
 NTYPE = "_N"  # the node type name of a homogeneous graph (DGL's default)
 ETYPE = "_E"
 DIGEST_KEY = "config_digest"
@@ -167,8 +171,9 @@ def _load_json(config: str) -> dict:
 def _check_keys(config: str, d: dict) -> None:
     if d.get("format") != FORMAT:
         raise InputError(f"{config}: key 'format' is {d.get('format')!r}, expected {FORMAT!r}")
-    if d.get("version") != VERSION:
-        raise InputError(f"{config}: key 'version' is {d.get('version')!r}, this hpcgnn reads {VERSION}")
+    if d.get("version") not in VERSIONS:
+        raise InputError(f"{config}: key 'version' is {d.get('version')!r}, this hpcgnn reads "
+                         f"{' or '.join(map(str, VERSIONS))}")
     for key, kind in _REQUIRED:
         if key not in d:
             raise InputError(f"{config}: key {key!r} is missing")

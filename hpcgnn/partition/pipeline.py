@@ -32,7 +32,7 @@ from .balance import rebalance
 from .coarsen import COARSEN_METHODS, coarsened_parts, resolve_coarsen
 from .assign import balance_columns, local_degrees, parmetis_parts, random_parts, symmetric_csr
 from .edges import Halo, LocalEdges
-from .featdtype import DEFAULT_FIELDS, conversions, resolve
+from .featdtype import DEFAULT_FIELDS, LOGICAL_KEY, conversions, resolve
 from .idx_limits import check_sizes
 from .relabel import IdLayout, assign_new_ids, map_ids
 from .source import RawSource, block
@@ -288,7 +288,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     memory = rss_summary(comm)
     P = num_parts
     config = {
-        "format": cfg.FORMAT, "version": cfg.VERSION,
+        "format": cfg.FORMAT,
+        "version": cfg.VERSION_LOGICAL if any(LOGICAL_KEY in v for v in schema_n.values()) else cfg.VERSION,
         "graph_name": name, "num_nodes": int(N), "num_edges": int(src.num_edges), "num_parts": P,
         "h5_file": cfg.h5_name(name),
         "node_map": {t: layout.type_ranges(i) for i, t in enumerate(types.ntype_names)},
