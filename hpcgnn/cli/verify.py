@@ -7,25 +7,41 @@ against the JSON's checksum.  Under ``mpirun -n R`` rank ``r`` reads partitions
 ``r, r + R, ...``; one rank reads them all.  Rank 0 prints one line per problem (file, dataset, partition),
 then one JSON summary line; the exit status is 0 when nothing was found, 1
 otherwise.  ``HPCGNN_VERIFY=0`` does not apply here: this command always checks.
+
+``--raw RAW.h5`` adds the streaming check of the partitions against the raw graph
+they were made from (:mod:`hpcgnn.partition.check`: every edge once, one owner per
+node, node and edge data under the mapping; needs ``--return-mapping``): a problem is
+printed by every rank on stderr, one line, and counted in the summary.  ``--json``
+adds every rank's peak resident memory and the check's times to the summary.
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import h5py
 
-from ..comm.agree import agreed
+from ..comm.agree import agreed, agreed_over
 from ..comm.mpi import MPI
+from ..comm.rss import rss_summary
 from ..errors import HpcgnnError
 from ..graph.partition_book import RangePartitionBook
+from ..partition.check import CHUNK_ROWS, check_partition_stream
 from ..partition.config import content_problems, read_config
 from ..partition.verify import dataset_problem, dtype_problems, expected, structure_problems
 
 
 def add_arguments(p) -> None:
     p.add_argument("config", help="partition configuration <out>/<graph_name>.json")
+    p.add_argument("--raw", default=None, metavar="RAW_FILE",
+                   help="also check the partitions against this raw graph, streaming (every edge once, one "
+                        "owner per node, node and edge data under the mapping; needs --return-mapping)")
+    p.add_argument("--chunk-rows", type=int, default=CHUNK_ROWS,
+                   help=f"rows each rank reads at a time in the --raw check (default {CHUNK_ROWS})")
+    p.add_argument("--json", action="store_true",
+                   help="add every rank's peak resident memory and the --raw check's times to the summary line")
 
 
 def verify_parts(conf: dict, config: str, h5: str, parts) -> tuple[list[tuple[int, str]], int, int]:
@@ -81,21 +97,43 @@ def run(args) -> int:
     mine = range(rank, book.num_partitions(), size)
     local = verify_parts(conf, args.config, h5, mine)
     found = comm.gather(local, root=0)
+    extra = _stream(comm, args) if getattr(args, "raw", None) else {}
+    if getattr(args, "json", False):
+        extra.update(rss_summary(comm))
     code = 0
     if rank == 0:
-        code = _report(args.config, h5, conf, found, size, time.perf_counter() - t0)
+        code = _report(args.config, h5, conf, found, size, time.perf_counter() - t0, extra)
     return comm.bcast(code, root=0)
 
 
-def _report(config: str, h5: str, conf: dict, found: list, ranks: int, seconds: float) -> int:
-    """Rank 0: print the problems (the JSON's first, then by partition), and the summary."""
+def _stream(comm, args) -> dict:
+    """Collective: the streaming check against ``args.raw``; its summary (``raw_check``)
+    and, when it failed, its one line (``raw_problem``), which every rank prints."""
+    try:
+        got = check_partition_stream(args.raw, args.config, comm, getattr(args, "chunk_rows", CHUNK_ROWS))
+    except HpcgnnError as e:
+        if not agreed_over(e, comm):
+            raise
+        sys.stderr.write(f"hpcgnn verify: error (rank {comm.Get_rank()}/{comm.Get_size()}): {e}\n")
+        sys.stderr.flush()
+        return {"raw": os.path.abspath(args.raw), "raw_problem": str(e)}
+    keep = ["ok", "num_nodes", "num_edges", "fields", "half_precision", "bytes_read", "seconds", "chunk_rows"]
+    if getattr(args, "json", False):
+        keep += ["nodes_s", "edges_s"]
+    return {"raw": got["raw"], "raw_check": {k: got[k] for k in keep}}
+
+
+def _report(config: str, h5: str, conf: dict, found: list, ranks: int, seconds: float, extra: dict) -> int:
+    """Rank 0: print the problems (the JSON's first, then by partition), and the summary
+    (with ``extra``: the streaming check's result, the memory)."""
     lines = content_problems(config, conf)
     lines += [line for _, line in sorted({pl for problems, _, _ in found for pl in problems})]
     for line in lines:
         print(line, flush=True)
+    problems = len(lines) + ("raw_problem" in extra)
     summary = {"kind": "verify", "config": os.path.abspath(config), "h5_file": h5,
                "num_parts": conf["num_parts"], "ranks": ranks, "datasets": sum(n for _, n, _ in found),
-               "bytes": sum(b for _, _, b in found), "problems": len(lines), "ok": not lines,
-               "seconds": round(seconds, 3)}
+               "bytes": sum(b for _, _, b in found), "problems": problems, "ok": not problems,
+               "seconds": round(seconds, 3), **extra}
     print(json.dumps(summary), flush=True)
-    return 0 if not lines else 1
+    return 0 if not problems else 1
