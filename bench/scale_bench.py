@@ -5,8 +5,9 @@ train one epoch, layer-wise inference; each phase's time and peak memory.
     python bench/scale_bench.py --num-nodes 1000000 --avg-degree 20   # a quick look
 
 Every phase runs as its own ``mpirun`` job, as on a cluster: ``hpcgnn generate --json``
-and ``hpcgnn partition --json`` with ``--ranks`` ranks (every rank's RSS high-water mark
-in their JSON), then ``hpcgnn train`` with 2 x [server, trainer] for one epoch over
+and ``hpcgnn partition --return-mapping --json`` with ``--ranks`` ranks (every rank's
+RSS high-water mark in their JSON), ``hpcgnn verify --raw`` (the streaming check: every
+edge once, one owner per node, features under the mapping) with as many, then ``hpcgnn train`` with 2 x [server, trainer] for one epoch over
 the training nodes (``--train-frac``, default 1%: 100k seeds on 10M nodes) followed by
 its layer-wise inference over every node (the ``{"kind": "memory"}`` line: peak RSS per
 role).  No rank holds the whole graph.  The baseline is the same pipeline on a
@@ -32,7 +33,8 @@ def pipeline(d, n, a):
                           "--train-frac", str(a.train_frac), "--val-frac", "0.01", "--test-frac", "0.01",
                           "--name", "g", "--overwrite", "--json"])
     (part,), part_s = _run([*run, *HPCGNN, "partition", raw, "-o", parts, "-k", "2", "--overwrite",
-                            "--balance-ntypes", "train_mask", "--json"])
+                            "--balance-ntypes", "train_mask", "--return-mapping", "--json"])
+    (check,), check_s = _run([*run, *HPCGNN, "verify", part["config"], "--raw", raw, "--json"], kind="verify")
     rows, train_s = _run([*MPIRUN, "-n", "4", *HPCGNN, "train", "--part-config", part["config"],
                           "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2",
                           "--epochs", "1", "--progress", "off", "--eval-every", "0",
@@ -45,6 +47,9 @@ def pipeline(d, n, a):
             "partition": {"wall_s": round(part_s, 1), "peak_rss_bytes_sum": part["peak_rss_bytes_sum"],
                           "peak_rss_bytes_max_rank": part["peak_rss_bytes_max_rank"],
                           "timings_s": part["timings_s"], "edge_cut": part["edge_cut"]},
+            "verify": {"wall_s": round(check_s, 1), "ok": check["ok"], "raw_check": check.get("raw_check"),
+                       "peak_rss_bytes_sum": check["peak_rss_bytes_sum"],
+                       "peak_rss_bytes_max_rank": check["peak_rss_bytes_max_rank"]},
             "train": {"wall_s": round(train_s, 1), "epoch_s": round(epoch["epoch_s"], 1), "steps": epoch["steps"],
                       "inference_s": round(final["inference_s"], 1), "test_acc": final["test_acc"],
                       "servers": memory["server"], "trainers": memory["trainer"]}}
@@ -71,6 +76,8 @@ def main():
                                                   base["partition"]["peak_rss_bytes_sum"])
     big["generate"]["bytes_per_edge"] = per_edge(big["generate"]["peak_rss_bytes_sum"],
                                                  base["generate"]["peak_rss_bytes_sum"])
+    big["verify"]["bytes_per_edge"] = round((big["verify"]["peak_rss_bytes_sum"] -           # holds no features
+                                             base["verify"]["peak_rss_bytes_sum"]) / edges, 1)
     big["train"]["server_bytes_per_edge"] = per_edge(big["train"]["servers"]["peak_rss_bytes_sum"],
                                                      base["train"]["servers"]["peak_rss_bytes_sum"])
     print(json.dumps({"bench": "scale", "num_nodes": a.num_nodes, "num_edges": edges, "feature_bytes": feat,
