@@ -21,3 +21,8 @@ class PartitionError(HpcgnnError):
 class NonFiniteLoss(HpcgnnError):
     """A training step's loss was NaN or infinite: every trainer stopped at that step
     (raised alike on each), without a checkpoint of the state it left."""
+
+
+class PeerFailed(HpcgnnError):
+    """Another rank's process is gone, or stopped longer than ``HPCGNN_TIMEOUT``
+    (seen from its host): the message names that rank; the job ends."""

@@ -92,36 +92,50 @@ def parts(tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
-def test_a_server_frozen_mid_training_is_named(parts, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGSTOP, signal.SIGKILL], ids=["frozen", "killed"])
+def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, sig):
+    """Trainers read the servers' rows through shared memory and never wait on them:
+    the trainers' per-step watch names a server gone, or stopped past HPCGNN_TIMEOUT."""
     from conftest import clean_mpi_env
 
     cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
-           "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "400",
+           "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "100000",
            "--run-dir", str(tmp_path / "run"), "--progress", "off", "--eval-every", "0"]
     job = subprocess.Popen(cmd, env=clean_mpi_env({"HPCGNN_TIMEOUT": "10"}), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+                           stderr=subprocess.STDOUT, text=True)
     try:
+        lines = []
         for line in job.stdout:                         # training has started
+            lines.append(line)
             if '"kind": "epoch"' in line:
                 break
-        server = [int(p) for p in subprocess.run(["pgrep", "-f", str(tmp_path / "run")], capture_output=True,
-                                                 text=True).stdout.split()]
-        ranks = {}
-        for pid in server:
-            try:
-                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-            except OSError:
-                continue
-            for kv in env:
-                if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                    ranks[int(kv.split(b"=")[1])] = pid
-        os.kill(ranks[2], signal.SIGSTOP)               # the server of node 1
-        out, err = job.communicate(timeout=200)
+        os.kill(_world_ranks(str(tmp_path / "run"))[2], sig)       # the server of node 1
+        out, _ = job.communicate(timeout=200)
     finally:
         if job.poll() is None:
             job.kill()
             job.communicate()
+    out = "".join(lines) + out
     assert job.returncode != 0
-    first = next(ln for ln in err.splitlines() if ln.startswith("hpcgnn:"))
-    assert first.startswith("hpcgnn: rank 2 (server, node 1, host ") and "whose process is stopped" in first, err
+    # the first line about a rank (after the start-up line) names the server
+    first = next((ln for ln in out.splitlines() if ln.startswith("hpcgnn") and "rank " in ln), out[-3000:])
+    assert "rank 2 (server, node 1, host " in first, out
+    if sig == signal.SIGSTOP:
+        assert "whose process is stopped" in first and "has not run for 10 s (HPCGNN_TIMEOUT)" in first, out
+    else:
+        assert "whose process is gone" in first, out
     assert '"kind": "final"' not in out
+
+
+def _world_ranks(tag: str) -> dict:
+    """World rank -> pid of the launched processes whose command line holds ``tag``."""
+    ranks = {}
+    for pid in subprocess.run(["pgrep", "-f", tag], capture_output=True, text=True).stdout.split():
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
+                ranks[int(kv.split(b"=")[1])] = int(pid)
+    return ranks

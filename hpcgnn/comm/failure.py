@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 
-from ..errors import HpcgnnError
+from ..errors import HpcgnnError, PeerFailed
 from . import peers, watchdog
 
 
@@ -87,7 +87,9 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     # The process's real stderr: torch.distributed's excepthook calls this one with
     # sys.stderr swapped for a buffer it prints only after we return (we never do).
     secondary = named = False
-    if lost_peer(exc):
+    if isinstance(exc, PeerFailed):         # the failed rank is named in the message: it goes first
+        line, secondary, named = f"hpcgnn: {exc}", True, True
+    elif lost_peer(exc):
         secondary = True
         try:
             line, named = _blame_line(exc_type, exc, line)
@@ -108,8 +110,10 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     if mod is not None and size > 1:
         # give the launcher's output forwarding a moment to carry the lines above
         # before Abort tears the job down (they were lost without it); a survivor
-        # that could not name the lost rank waits longer, for its host-mates to
-        time.sleep(0.5 if named or not secondary else 2.0)
+        # that could not name the lost rank waits longer, for its host-mates to; one
+        # that named it waits for the launcher, already ending the job for the rank
+        # gone, so that no "MPI_ABORT was invoked on rank <survivor>" blames it
+        time.sleep(0.5 if not secondary else 3.0)
         mod.COMM_WORLD.Abort(code)
     os._exit(code)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 from .mpi import MPI
 
@@ -64,3 +65,31 @@ def me() -> str:
     rank = MPI.COMM_WORLD.Get_rank()
     entry = TABLE.get(rank)
     return f"rank {rank}" if entry is None else f"rank {rank} ({entry[0]}, node {entry[1]}, host {entry[2]})"
+
+
+class Watch:
+    """Ranks of some roles on this host, looked at while this rank works (a trainer's
+    steps): :meth:`failed` gives one whose process is gone, or stopped (SIGSTOP, a
+    node stuck) for ``limit_s`` seconds or more, else None.  Reads ``/proc`` at most
+    every ``every_s`` seconds.  A server read through shared memory never makes a
+    trainer wait, so without this a frozen or killed server went unnoticed."""
+
+    def __init__(self, roles: tuple, limit_s: float, every_s: float = 0.2) -> None:
+        self.ranks = sorted(r for r, entry in TABLE.items() if entry[0] in roles)
+        self.limit_s, self.every_s = float(limit_s), float(every_s)
+        self.last = float("-inf")
+        self.stopped_since: dict[int, float] = {}
+
+    def failed(self) -> int | None:
+        now = time.monotonic()
+        if not self.ranks or now - self.last < self.every_s:
+            return None
+        self.last = now
+        bad = troubled(self.ranks)
+        for r in list(self.stopped_since):
+            if r not in bad:
+                del self.stopped_since[r]          # running again
+        for r in bad:
+            if state(r) == "gone" or now - self.stopped_since.setdefault(r, now) >= self.limit_s:
+                return r
+        return None

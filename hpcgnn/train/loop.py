@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass
 
 
-from ..comm import signals
+from ..comm import peers, signals
 from ..comm.agree import agreed, reduce_int
 from ..comm.mpi import LOCK, MPI
-from ..errors import InputError
+from ..errors import InputError, PeerFailed
 from . import checkpoint
 from .common import all_checkpoints, newest_checkpoint, rng_state, set_rng_state
 
@@ -154,7 +154,7 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
         r.compute_s += time.perf_counter() - t0
         value = loss.item()
         r.step += 1
-        signal, r.nonfinite = step_flags(tc, math.isfinite(value))
+        signal, r.nonfinite = step_flags(tc, math.isfinite(value), getattr(cfg, "watch", None), r.step)
         if r.nonfinite:                   # no checkpoint of what this step left; fit() raises
             r.last_loss, r.stopped = value, True
             break
@@ -181,13 +181,27 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
     return r
 
 
-def step_flags(tc, finite: bool) -> tuple[bool, bool]:
+def step_flags(tc, finite: bool, watch=None, step: int = 0) -> tuple[bool, bool]:
     """Collective over the trainers, once per step: (a stop signal reached a trainer,
     a trainer's loss was not finite), in one allreduce (what ``signals.agreed_stop``
-    alone did)."""
+    alone did).  ``watch`` (:class:`~hpcgnn.comm.peers.Watch`): a server or sampler
+    on a trainer's host that is gone, or stopped longer than ``HPCGNN_TIMEOUT``, ends
+    the job on every trainer with a :class:`PeerFailed` naming it."""
+    failed = watch.failed() if watch is not None else None
     with LOCK:                  # bounded by HPCGNN_TIMEOUT: a trainer frozen mid-run is named
-        flags = reduce_int(tc, int(signals.requested()) | (0 if finite else 2), MPI.BOR)
+        flags = reduce_int(tc, int(signals.requested()) | (0 if finite else 2) | (4 if failed is not None else 0),
+                           MPI.BOR)
+        if flags & 4:           # which rank: the lowest any trainer saw
+            failed = reduce_int(tc, failed if failed is not None else 1 << 62, MPI.MIN)
+    if flags & 4:
+        raise PeerFailed(f"{peers.describe(failed)}{_how_long(watch, failed)}; the trainers stop at step {step} "
+                         f"({peers.me()} ends the job)")
     return bool(flags & 1), bool(flags & 2)
+
+
+def _how_long(watch, rank: int) -> str:
+    since = watch.stopped_since.get(rank) if watch is not None else None
+    return "" if since is None else f", has not run for {watch.limit_s:g} s (HPCGNN_TIMEOUT)"
 
 
 def stop_message(prog: str, step: int, cfg) -> str:
@@ -196,5 +210,7 @@ def stop_message(prog: str, step: int, cfg) -> str:
         why = (f"max_steps={cfg.max_steps}" if cfg.max_steps > 0 and step >= cfg.max_steps
                else "a stop signal another trainer received")
     if "SIGTERM" in why:
-        why += ": scancel, the time limit, or the launcher ending the job after a failure on another rank"
+        gone = peers.troubled()           # a rank of this host that died first (the launcher's reason)
+        why += (f": the launcher ending the job after {'; '.join(peers.describe(r) for r in gone)}" if gone else
+                ": scancel, the time limit, or the launcher ending the job after a failure on another rank")
     return f"{prog}: stopped at step {step} ({why}); checkpoint written, resume with --resume"

@@ -32,6 +32,7 @@ from typing import Callable
 
 import torch
 
+from ..comm import peers, watchdog
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError, NonFiniteLoss
@@ -79,7 +80,8 @@ class Trainer:
         self.model, self.run_dir = model, run_dir
         self.settings = SimpleNamespace(checkpoint_every=int(checkpoint_every), max_steps=int(max_steps),
                                         epoch_steps=int(epoch_steps), resume=bool(resume), lr=lr,
-                                        progress=progress, given={"lr"} if lr_given else set())
+                                        progress=progress, given={"lr"} if lr_given else set(),
+                                        watch=peers.Watch(("server", "sampler"), watchdog.timeout_s()))
         with agreed(self.tc):
             if progress not in ("auto", "on", "off"):
                 raise InputError(f"{name}: progress must be auto, on or off, got {progress!r}")
