@@ -100,9 +100,8 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
 
     cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
            "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "100000",
-           "--run-dir", str(tmp_path / "run"), "--progress", "off", "--eval-every", "0"]
-    job = subprocess.Popen(cmd, env=clean_mpi_env({"HPCGNN_TIMEOUT": "10"}), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+           "--run-dir", str(tmp_path / "run"), "--progress", "off", "--eval-every", "0", "--timeout", "10"]
+    job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
         for line in job.stdout:                         # training has started

@@ -1,4 +1,4 @@
-"""``hpcgnn train [CONFIG.toml] [--task node|link|rgcn] [--key value ...]``: node
+"""``hpcgnn train [CONFIG.toml] [--task node|link|rgcn] [--timeout S] [--key value ...]``: node
 classification with GraphSAGE on a partitioned graph
 (:mod:`hpcgnn.train.node_classification`), with ``--task link`` link prediction
 with learnable embeddings (:mod:`hpcgnn.train.link_prediction`), with ``--task
@@ -10,6 +10,8 @@ lists them; an unknown key is an error naming the closest one)."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 
 def add_arguments(p):
@@ -22,12 +24,17 @@ def main_argv(rest: list[str]) -> int:
     if "--task" in rest:
         i = rest.index("--task")
         if i + 1 >= len(rest) or rest[i + 1] not in ("node", "link", "rgcn"):
-            import sys
-
             sys.stderr.write("hpcgnn train: error: --task must be 'node' (node classification), 'link' (link "
                              "prediction) or 'rgcn' (node classification on a heterogeneous graph)\n")
             return 2
         task = rest[i + 1]
+        rest = rest[:i] + rest[i + 2:]
+    if "--timeout" in rest:               # HPCGNN_TIMEOUT for this job (checked at initialize)
+        i = rest.index("--timeout")
+        if i + 1 >= len(rest):
+            sys.stderr.write("hpcgnn train: error: --timeout needs a number of seconds (HPCGNN_TIMEOUT)\n")
+            return 2
+        os.environ["HPCGNN_TIMEOUT"] = rest[i + 1]
         rest = rest[:i] + rest[i + 2:]
     if task == "link":
         from ..train.link_prediction import main
@@ -42,6 +49,7 @@ def main_argv(rest: list[str]) -> int:
               "  CONFIG.toml  settings from a TOML file (the flags below override it)\n"
               "  --task       node: GraphSAGE node classification (default); link: link prediction "
               "with learnable embeddings; rgcn: R-GCN on a heterogeneous graph\n"
+              "  --timeout S  the longest wait on another rank, in seconds (sets HPCGNN_TIMEOUT; default 600)\n"
               f"The settings of --task {task}:\n")
     return main(rest, prog="hpcgnn train")
 
