@@ -92,6 +92,7 @@ setup(
     version="0.1.0",
     description="MPI-native distributed graph neural network training",
     packages=find_packages(include=["hpcgnn", "hpcgnn.*"]),
+    package_data={"hpcgnn": ["data/*.json"]},     # the scale model of `hpcgnn plan`
     python_requires=">=3.10",
     install_requires=["numpy>=1.24", "mpi4py>=3.1", "h5py>=3.10"],
     ext_modules=cythonize([ext], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),

@@ -20,8 +20,9 @@ SUBCOMMANDS = {
     "convert": ("hpcgnn.cli.convert", "convert an OGB directory or an edge list into the raw format"),
     "partition": ("hpcgnn.cli.partition", "partition a raw graph with ParMETIS into one parallel-HDF5 file"),
     "info": ("hpcgnn.cli.info", "describe a partitioned graph: nodes, halo, edges, cut, balance"),
-    "verify": ("hpcgnn.cli.verify", "check a partitioned graph against its JSON: digest, counts, checksums "
-                                    "(parallel)"),
+    "verify": ("hpcgnn.cli.verify", "check a partitioned graph against its JSON: digest, counts, checksums; "
+                                    "with --raw, against its raw graph too (parallel)"),
+    "plan": ("hpcgnn.cli.plan", "predict the nodes, memory and time a raw graph needs (from its shapes only)"),
     "train": ("hpcgnn.cli.train", "train GraphSAGE for node classification on a partitioned graph (parallel)"),
 }
 
