@@ -4,6 +4,7 @@ Importing hpcgnn initialises MPI (through mpi4py, at thread level ``serialized``
 and installs the failure hook: an uncaught exception on any rank prints one line
 naming the rank, its role and node, and aborts the whole job.
 """
+from . import logs  # noqa: F401  (the hpcgnn logger's default handler)
 from .comm import failure as _failure
 
 _failure.install()

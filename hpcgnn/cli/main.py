@@ -11,8 +11,10 @@ import importlib
 import sys
 
 import hpcgnn  # noqa: F401  (installs the failure hook, initialises MPI)
+from .. import logs
 from ..comm import peers
 from ..comm.mpi import world
+from ..errors import InputError
 
 SUBCOMMANDS = {
     "doctor": ("hpcgnn.cli.doctor", "check MPI, RMA and shared-memory windows, parallel HDF5, ParMETIS, torch"),
@@ -34,7 +36,10 @@ def _available(modname: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hpcgnn", description="MPI-native distributed GNN training")
+    parser = argparse.ArgumentParser(prog="hpcgnn", description="MPI-native distributed GNN training",
+                                     epilog="Anywhere on the line: --quiet (only warnings and errors of hpcgnn's "
+                                            "messages; results are still printed), --log-level "
+                                            "debug|info|warning|error.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (modname, help_text) in SUBCOMMANDS.items():
         if not _available(modname):
@@ -44,8 +49,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def take_log_options(argv: list[str]) -> list[str]:
+    """``--quiet`` (warnings and errors only) and ``--log-level LEVEL``, anywhere on the
+    command line, set the ``hpcgnn`` logger's level (:mod:`hpcgnn.logs`); the rest of
+    ``argv`` is returned.  A bad level raises :class:`InputError`."""
+    rest, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--quiet":
+            logs.set_level("warning")
+        elif argv[i] == "--log-level" or argv[i].startswith("--log-level="):
+            value = argv[i].split("=", 1)[1] if "=" in argv[i] else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 0 if "=" in argv[i] else 1
+            try:
+                logs.set_level(value)
+            except ValueError as e:
+                raise InputError(f"--log-level: {e}") from None
+        else:
+            rest.append(argv[i])
+        i += 1
+    return rest
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = take_log_options(sys.argv[1:] if argv is None else list(argv))
     if world().Get_size() > 1:
         peers.record(world(), "no role", "?")    # a rank lost before initialize is named too
     if argv[:1] == ["train"]:            # its own parser (settings, TOML file, --help)

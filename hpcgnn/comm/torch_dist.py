@@ -44,8 +44,8 @@ import ipaddress
 import os
 import socket
 import struct
-import sys
 
+from .. import logs
 from . import watchdog
 from .agree import agreed
 
@@ -156,9 +156,9 @@ def _reserve(tc):
         if where is None or bind in (_WILDCARD, "::"):
             what = "no port for the rendezvous" if where is None else \
                 "listening on all interfaces until the trainers have joined"
-            print(f"hpcgnn: torch.distributed store on host {socket.gethostname()}: {why}; {what} (set "
-                  "HPCGNN_DIST_ADDR to an address of trainer 0's host that the other trainers reach)",
-                  file=sys.stderr, flush=True)
+            logs.get("comm").warning(f"hpcgnn: torch.distributed store on host {socket.gethostname()}: {why}; "
+                                     f"{what} (set HPCGNN_DIST_ADDR to an address of trainer 0's host that the "
+                                     "other trainers reach)")
     where = tc.bcast(where, root=0)
     if where is None:
         return None, None, None, one_host

@@ -7,14 +7,14 @@ note on trainer 0.
 """
 from __future__ import annotations
 
-import logging
 import os
 
+from .. import logs
 from ..errors import InputError
 from ..launch import current_context
 from ..launch import initialize as _initialize
 
-log = logging.getLogger("hpcgnn.distributed")
+log = logs.get("distributed")
 
 #: DGL's options of ``initialize`` that have no meaning under an MPI launch.
 DGL_OPTIONS = ("num_servers", "num_workers", "max_queue_size", "net_type", "num_worker_threads", "use_graphbolt")

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import torch
 
+from .. import logs
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError
@@ -223,8 +224,8 @@ def pick_device(setting: str, ctx):
     if shared and setting == "auto":
         # e.g. the README's main job (2 trainers) on a workstation with one GPU
         if tc.Get_rank() == 0:
-            print(f"device auto: {len(seen)} trainers share {len(set(seen))} GPU(s) (NCCL needs one each): "
-                  "training on the CPU; pass device=cuda with one trainer per GPU to use them", flush=True)
+            logs.get("train").info(f"device auto: {len(seen)} trainers share {len(set(seen))} GPU(s) (NCCL needs "
+                                   "one each): training on the CPU; pass device=cuda with one trainer per GPU to use them")
         return torch.device("cpu")
     with agreed(tc):
         if sum(1 for h, u in seen if h == host and u == uuid) > 1:

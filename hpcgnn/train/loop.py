@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 
+from .. import logs
 from ..comm import peers, signals
 from ..comm.agree import agreed, reduce_int
 from ..comm.mpi import LOCK, MPI
@@ -44,7 +45,7 @@ class Checkpoints:
 
     def _say(self, text: str) -> None:
         if self.tc.Get_rank() == 0:
-            print(f"hpcgnn train: {text}", flush=True)
+            logs.get("train").info(f"hpcgnn train: {text}")
 
     def start(self, cfg, say=None) -> tuple[int, int, str | None]:
         """Collective: with ``cfg.resume``, restore the newest readable checkpoint (see

@@ -32,6 +32,7 @@ from typing import Callable
 
 import torch
 
+from .. import logs
 from ..comm import peers, watchdog
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
@@ -41,6 +42,8 @@ from .common import (allreduce, allsum, check_run_dir, newest_checkpoint, partit
                      wrap_ddp)
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
 from .runlog import RunLog
+
+LOG = logs.get("train")
 
 #: the loader statistics an epoch row reports (the slowest trainer's)
 _TIMES = ("wait_s", "sample_s", "fetch_s")
@@ -117,7 +120,7 @@ class Trainer:
     def say(self, text: str) -> None:
         """Trainer 0 prints ``name: text``."""
         if self.rank == 0:
-            print(f"{self.name}: {text}", flush=True)
+            LOG.info(f"{self.name}: {text}")
 
     def fit(self, loader, loss_fn: Callable | None = None, *, epochs: int = 1, step_fn: Callable | None = None,
             evaluate: Callable | None = None, eval_every: int = 1, eval_keys: tuple = (),
@@ -173,7 +176,7 @@ class Trainer:
         if res.stopped:
             self.log.flush()
             if self.rank == 0:
-                print(stop_message(self.name, res.step, self.settings), flush=True)
+                LOG.info(stop_message(self.name, res.step, self.settings))
         self.result = res
         return res
 

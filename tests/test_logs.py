@@ -1,0 +1,69 @@
+"""hpcgnn's messages through the ``hpcgnn`` logger; results stay on stdout."""
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hpcgnn import logs
+from hpcgnn.cli.main import take_log_options
+from hpcgnn.errors import InputError
+from test_train import ROOT, small  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def level():
+    before = logs.LOGGER.level
+    yield
+    logs.LOGGER.setLevel(before)
+
+
+def test_records_carry_rank_and_role_and_go_to_stdout_or_stderr(capsys, level):
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append((record.rank, record.role, record.getMessage()))
+
+    child = logs.get("train")
+    keep = Keep()
+    logs.LOGGER.addHandler(keep)
+    try:
+        child.info("a notice")
+        child.warning("a warning")
+    finally:
+        logs.LOGGER.removeHandler(keep)
+    assert seen == [(0, "no role", "a notice"), (0, "no role", "a warning")]
+    out, err = capsys.readouterr()
+    assert out == "a notice\n" and err == "a warning\n"       # the default handler: the bare message
+
+
+def test_levels_from_the_command_line(capsys, level):
+    assert take_log_options(["--quiet", "info", "x"]) == ["info", "x"]
+    logs.get("train").info("hidden")
+    logs.get("train").warning("shown")
+    assert take_log_options(["train", "--log-level", "debug", "--epochs", "1"]) == ["train", "--epochs", "1"]
+    assert logs.LOGGER.level == logging.DEBUG
+    assert take_log_options(["--log-level=error"]) == [] and logs.LOGGER.level == logging.ERROR
+    with pytest.raises(InputError, match="--log-level: log level 'loud': choose one of debug, info, warning"):
+        take_log_options(["--log-level", "loud"])
+    out, err = capsys.readouterr()
+    assert "hidden" not in out and err == "shown\n"
+
+
+def test_quiet_training_prints_its_results_only(small, tmp_path):  # noqa: F811
+    from conftest import clean_mpi_env
+
+    cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, "-m", "hpcgnn", "--quiet", "train",
+           "--part-config", small[1], "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2",
+           "--epochs", "1", "--progress", "off", "--run-dir", str(tmp_path / "run")]
+    res = subprocess.run(cmd, env=clean_mpi_env(), cwd=ROOT, capture_output=True, text=True, timeout=280)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert not any(ln.startswith("hpcgnn train:") for ln in lines), res.stdout      # the start line is a message
+    assert json.loads(next(ln for ln in lines if ln.startswith('{"kind": "final"')))["test_acc"] >= 0
+    assert any(ln.startswith("test accuracy:") for ln in lines) and os.path.isdir(tmp_path / "run")
