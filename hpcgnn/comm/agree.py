@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 
 from ..errors import HpcgnnError
-from . import watchdog
+from . import failure, watchdog
 from .mpi import MPI
 
 
@@ -61,6 +61,24 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
     except Exception:       # a type that cannot be rebuilt here: its text is kept
         err = None
     raise _agreed_on(_rebuild(err if isinstance(err, BaseException) else HpcgnnError(text), world_rank), comm)
+
+
+def abort_if_any(comm, exc: BaseException | None, cleanup=None) -> None:
+    """Collective over ``comm``: like :func:`raise_if_any`, but a failure ends the whole
+    job: every rank runs ``cleanup()`` (its errors ignored), prints the agreed error's
+    one line and aborts (:func:`.failure.abort_job`).  For failures after which the
+    ranks cannot go on, nor exit normally: a parallel HDF5 file whose write, flush or
+    close failed cannot be closed again (the collective close hangs or crashes), and
+    the interpreter's exit would close it."""
+    try:
+        raise_if_any(comm, exc)
+    except BaseException as err:  # noqa: BLE001 - the job ends here
+        if cleanup is not None:
+            try:
+                cleanup()
+            except Exception:  # noqa: BLE001 - the line below is what matters
+                pass
+        failure.abort_job(type(err), err, err.__traceback__)
 
 
 def _world_ranks(comm) -> tuple:

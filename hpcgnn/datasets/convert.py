@@ -444,7 +444,9 @@ def from_pyg(data, path: str, comm=None, name: str = "pyg", overwrite: bool = Fa
     raw.check_output(path, overwrite, comm)
     tmp = raw.partial_path(path)
     f = raw.create_raw(tmp, comm, graph_name=name, num_nodes=n, num_edges=e, num_classes=num_classes)
-    try:
+    guard = diskspace.WriteGuard(comm, tmp, path)
+    guard.reserve(f)                    # before anything is flushed (see diskspace)
+    with guard.step("creating and writing its datasets", collective=False):
         nlo, nhi = raw.slice_bounds(n, rank, size)
         writes = [(raw.create_rows(f, dname, e, np.int64), lo, ei[row, lo:hi].astype(np.int64))
                   for row, dname in enumerate((raw.EDGES_SRC, raw.EDGES_DST))]
@@ -452,13 +454,9 @@ def from_pyg(data, path: str, comm=None, name: str = "pyg", overwrite: bool = Fa
             for key in sorted(group):
                 v = group[key]
                 writes.append((raw.create_rows(f, f"{prefix}/{key}", v.shape[0], v.dtype, v.shape[1:]), a, v[a:b]))
-        diskspace.reserve(f, tmp, path, comm)        # every dataset created: their blocks, before any write
+        guard.reserve(f)        # every dataset created: their blocks, before any write
         for d, start, rows in writes:
             raw.write_rows(d, start, rows)
-    except BaseException:
-        f.close()
-        raw.discard(tmp, comm)
-        raise
-    f.close()
+    guard.close(f)
     raw.commit(tmp, path, comm)
     return {"path": path, "num_nodes": n, "num_edges": e, "num_classes": num_classes}

@@ -216,10 +216,15 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
     num_edges = int(offsets[-1])
 
     tmp = raw.partial_path(path)
+    n, e = spec.num_nodes, num_edges
+    row_bytes = 8 + 4 * spec.feat_dim + 8 + len(raw.MASKS)
+    need = diskspace.estimate(n * row_bytes + e * (16 + (4 if spec.edge_feat else 0)), 8)
+    diskspace.check_free(path, need, comm)          # agreed before the collective create
     f = raw.create_raw(tmp, comm, graph_name=spec.name, num_nodes=spec.num_nodes, num_edges=num_edges,
                        num_classes=spec.num_classes, attrs={"generator": json.dumps(asdict(spec))})
-    try:
-        n, e = spec.num_nodes, num_edges
+    guard = diskspace.WriteGuard(comm, tmp, path)
+    guard.reserve(f, need)                          # before anything is flushed: no write below runs out
+    with guard.step("creating its datasets"):
         dsets = {
             "src": raw.create_rows(f, raw.EDGES_SRC, e, np.int64),
             "dst": raw.create_rows(f, raw.EDGES_DST, e, np.int64),
@@ -230,15 +235,12 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
             dsets[m] = raw.create_rows(f, f"{raw.NODE_DATA}/{m}", n, np.bool_)
         if spec.edge_feat:
             dsets["weight"] = raw.create_rows(f, f"{raw.EDGE_DATA}/weight", e, np.float32)
-        diskspace.reserve(f, tmp, path, comm)
+    guard.reserve(f, need)
+    with guard.step("writing its rows", collective=False):
         chunked.write_chunks(dsets, range(c_lo, c_hi), offsets,
                              lambda c: dict(zip(("src", "dst", "weight"), model.edges(c, model.degrees(c)))),
                              lambda c: (model.chunk_range(c)[0], model.node_data(c)))
-    except BaseException:
-        f.close()
-        raw.discard(tmp, comm)
-        raise
-    f.close()
+    guard.close(f)
     raw.commit(tmp, path, comm)
     return {"path": path, "num_nodes": spec.num_nodes, "num_edges": num_edges,
             "num_classes": spec.num_classes, "feat_dim": spec.feat_dim,

@@ -244,7 +244,9 @@ def generate_hetero_graph(path: str, comm, num_nodes: int, avg_degree: float, fe
                        num_classes=spec.num_classes,
                        attrs={"ntypes": json.dumps(NTYPES), "etypes": json.dumps(ETYPES),
                               "generator": json.dumps(gen)})
-    try:
+    guard = diskspace.WriteGuard(comm, tmp, path)
+    guard.reserve(f)                    # before anything is flushed (see diskspace)
+    with guard.step("creating and writing its datasets", collective=False):
         n, e = spec.num_nodes, num_edges
         dsets = {"src": raw.create_rows(f, raw.EDGES_SRC, e, np.int64),
                  "dst": raw.create_rows(f, raw.EDGES_DST, e, np.int64),
@@ -256,15 +258,11 @@ def generate_hetero_graph(path: str, comm, num_nodes: int, avg_degree: float, fe
             dsets[m] = raw.create_rows(f, f"{raw.NODE_DATA}/{m}", n, np.bool_)
         for key in ("feat", "label") + raw.MASKS:
             dsets[key].attrs["ntypes"] = json.dumps(["paper"])  # describes papers only
-        diskspace.reserve(f, tmp, path, comm)
+        guard.reserve(f)
         chunked.write_chunks(dsets, range(c_lo, c_hi), offsets,
                              lambda c: dict(zip(("src", "dst", "etype"), model.edges(c))),
                              lambda c: (model.chunk_range(c)[0], model.node_data(c)))
-    except BaseException:
-        f.close()
-        raw.discard(tmp, comm)
-        raise
-    f.close()
+    guard.close(f)
     raw.commit(tmp, path, comm)
     return {"path": path, "num_nodes": spec.num_nodes, "num_edges": num_edges,
             "num_classes": spec.num_classes, "feat_dim": spec.feat_dim,

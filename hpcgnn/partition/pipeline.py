@@ -26,6 +26,7 @@ from ..comm.agree import agreed
 from ..comm.alltoall import allreduce_sum
 from ..comm.mpi import MPI
 from ..comm.rss import current_rss_bytes, peak_rss_bytes, rss_summary
+from ..datasets import diskspace
 from ..errors import InputError
 from . import config as cfg
 from .balance import rebalance
@@ -321,12 +322,14 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     path = cfg.config_path(out_path, name)
     with agreed(comm):
         if rank == 0:
+            final = os.path.join(out_path, cfg.h5_name(name))
             try:
                 remove_quietly(path)            # the old JSON (overwrite) goes only now
-                os.replace(h5_tmp, os.path.join(out_path, cfg.h5_name(name)))
+                os.replace(h5_tmp, final)
                 cfg.write_config_atomic(path, config)
             except OSError as e:
-                remove_quietly(h5_tmp)
+                for p in (h5_tmp, final):       # never an HDF5 file without its JSON
+                    remove_quietly(p)
                 raise InputError(f"{out_path}: cannot write the output files ({e}) (rank {rank})") from e
     return path
 
@@ -341,13 +344,17 @@ def _write_h5(comm, h5_path, src, layout, bins, order, edges, halo, return_mappi
     rank = comm.Get_rank()
     P = layout.nparts
     specs = _dataset_specs(src, layout, edges, halo, return_mapping, convs)
+    need = diskspace.estimate(sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+                                  for _, shape, dt, _ in specs), len(specs))
     with agreed(comm):          # agreed before any rank enters the collective create
-        _check_space(h5_path, specs, rank)
+        _check_space(h5_path, need, rank)
     with agreed(comm):
-        out = PartFile(comm, h5_path)
+        out = PartFile(comm, h5_path, _final_name(h5_path))
+    out.reserve(need)           # before anything is flushed: no write, flush or close below can run out
     try:
-        _create_all(out, specs, layout, edges, halo)
-        out.reserve()           # the disk space of every dataset, now: no write below can run out
+        with out.guard.step("creating its datasets"):
+            _create_all(out, specs, layout, edges, halo)
+        out.reserve(need)       # the datasets' real extent
         T = layout.types
         gstart = np.concatenate([[0], np.cumsum(np.bincount(bins, minlength=P * T))])
 
@@ -425,10 +432,15 @@ def _dataset_specs(src: RawSource, layout: IdLayout, edges: LocalEdges, halo: Ha
     return [(k, tuple(int(x) for x in shape), np.dtype(dt), attrs.get(k, {})) for k, shape, dt in specs]
 
 
-def _check_space(path: str, specs, rank: int) -> None:
-    """Independent: refuse early when the file cannot fit (free space, file-size limit)."""
-    need = sum(int(np.prod(shape, dtype=np.int64)) * dt.itemsize for _, shape, dt, _ in specs)
-    need += (1 << 20) + 4096 * len(specs)  # HDF5 metadata, generously
+def _final_name(h5_tmp: str) -> str:
+    """Pure: the name :func:`.config.partial_h5_path` ``h5_tmp`` becomes when complete."""
+    d, base = os.path.split(h5_tmp)
+    return os.path.join(d, base[1:].removesuffix(".partial"))
+
+
+def _check_space(path: str, need: int, rank: int) -> None:
+    """Independent: refuse early when the file (``need`` bytes) cannot fit (free
+    space, file-size limit)."""
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if soft != resource.RLIM_INFINITY and soft < need:
         raise InputError(f"{path}: the partitioned graph needs about {need} bytes, but this process may "

@@ -3,18 +3,19 @@ per-dataset checksums computed by slices (see docs/format.md).
 
 Datasets are created collectively (every rank, same shapes); rows are written with
 independent I/O, each rank its own slices, so a rank with nothing to write for a
-dataset never blocks the others.  Errors during the writes (disk full) are caught per
-rank and agreed afterwards, before the collective close.
+dataset never blocks the others.  The file's disk space is reserved before anything
+is flushed; errors during the writes are caught per rank and agreed afterwards, and
+any failure after the create ends the job (:class:`..datasets.diskspace.WriteGuard`:
+a parallel HDF5 file that met an error cannot be closed).
 """
 from __future__ import annotations
 
-import errno
 import os
 
 import numpy as np
 
 from ..comm.mpi import MPI
-from ..datasets.diskspace import allocated_end, reserve_file
+from ..datasets.diskspace import WriteGuard, disk_full
 from ..errors import HpcgnnError
 
 CHECKSUM_ALGORITHM = "fletcher64-bytes"
@@ -61,10 +62,12 @@ class PartFile:
     reduces the checksums, closes.
     """
 
-    def __init__(self, comm, path: str) -> None:
+    def __init__(self, comm, path: str, name: str | None = None) -> None:
+        """``path``: the file written; ``name``: what it becomes (named in errors)."""
         import h5py
 
         self.comm, self.path, self.rank = comm, path, comm.Get_rank()
+        self.guard = WriteGuard(comm, path, name or path)
         if comm.Get_size() > 1 or h5py.get_config().mpi:
             self.f = h5py.File(path, "w", driver="mpio", comm=comm)
         else:
@@ -90,23 +93,12 @@ class PartFile:
         for k, v in attrs.items():
             g.attrs[k] = v
 
-    def reserve(self) -> None:
-        """Collective: allocate the disk blocks of every dataset created so far
-        (``posix_fallocate`` up to the file's size), so that a disk that cannot hold
-        the file fails here, on every rank alike, and not in the middle of the
-        writes or in the collective close (where parallel HDF5 can hang or crash).
-        File systems without ``fallocate`` (some parallel ones) are left to the
-        free-space check made before."""
-        from ..comm.agree import raise_if_any
-
-        err = None
-        try:
-            self.f.flush()
-            if self.rank == 0:
-                reserve_file(self.path, allocated_end(self.f))
-        except Exception as e:  # noqa: BLE001 - agreed just below
-            err = _io_error(self.path, "(reserving its disk space)", self.rank, e)
-        raise_if_any(self.comm, err)
+    def reserve(self, need: int = 0) -> None:
+        """Collective: reserve the file's disk blocks (the larger of ``need`` and the
+        datasets created so far, see :meth:`WriteGuard.reserve`): right after the
+        create and again once every dataset is created, before anything is flushed.
+        A disk that cannot hold them ends the job with one line naming the file."""
+        self.guard.reserve(self.f, need)
 
     def write(self, path: str, row: int, arr: np.ndarray) -> None:
         """Independent: write ``arr`` at rows ``[row, row + len(arr))`` of ``path``."""
@@ -127,21 +119,10 @@ class PartFile:
         self.bytes_written += arr.nbytes
 
     def finish(self) -> tuple[dict[str, str], int]:
-        """Collective: agree on write errors, close, return (checksums, total bytes written)."""
-        from ..comm.agree import raise_if_any
-
-        err = self.error
-        if err is None:
-            try:
-                self.f.flush()
-            except Exception as e:  # noqa: BLE001
-                err = _io_error(self.path, "(flush)", self.rank, e)
-        try:
-            raise_if_any(self.comm, err)
-        except BaseException:
-            self.close()
-            raise
-        raise_if_any(self.comm, self.close())
+        """Collective: agree on write errors (one ends the job), close, return
+        (checksums, total bytes written)."""
+        self.guard.settle(self.error)
+        self.close()
         names = sorted(self.partial)
         local = np.array([self.partial[n] for n in names], dtype=np.uint64).reshape(-1)
         total = np.empty_like(local)
@@ -150,24 +131,17 @@ class PartFile:
         nbytes = self.comm.allreduce(self.bytes_written, op=MPI.SUM)
         return sums, nbytes
 
-    def close(self) -> HpcgnnError | None:
-        """Collective: close the file (idempotent).  A failed close (it flushes the last
-        data) is returned, not raised, for the caller to agree on."""
+    def close(self) -> None:
+        """Collective: close the file (idempotent); a failed close ends the job."""
         if self.f is None:
-            return None
+            return
         f, self.f = self.f, None
-        try:
-            f.close()
-        except Exception as e:  # noqa: BLE001 - returned, agreed by the caller
-            return _io_error(self.path, "(close)", self.rank, e)
-        return None
+        self.guard.close(f)
 
 
 def _io_error(file: str, dataset: str, rank: int, e: BaseException) -> HpcgnnError:
-    code = getattr(e, "errno", None)
     text = str(e)
-    full = code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or any(
-        s in text.lower() for s in ("no space", "file too large", "quota", "write failed"))
+    full = disk_full(e) or "write failed" in text.lower()
     hint = "; the disk (or quota) may be full" if full else ""
     return HpcgnnError(f"{file}: writing dataset '{dataset}' failed on rank {rank}: "
                        f"{type(e).__name__}: {text}{hint}")

@@ -20,7 +20,6 @@ reading windows meanwhile).
 """
 from __future__ import annotations
 
-import errno
 import glob
 import io
 import os
@@ -30,12 +29,12 @@ import re
 import numpy as np
 import torch
 
-from ..comm.agree import agreed, raise_if_any
+from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
-from ..datasets.diskspace import allocated_end, reserve_file
+from ..datasets import diskspace
 from ..datasets.raw import open_h5
 from ..errors import HpcgnnError, InputError
-from ..partition.writer import checksum_hex, fletcher_partial, remove_quietly
+from ..partition.writer import checksum_hex, fletcher_partial
 
 FORMAT, VERSION = "hpcgnn-checkpoint", 1
 _NAME = re.compile(r"step-(\d+)\.h5$")
@@ -80,18 +79,17 @@ def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: d
         mine = _bytes(own)
         rep_len = tcomm.bcast(len(rep) if rep is not None else 0, root=0)
         own_lens = tcomm.allgather(len(mine))
-        need = rep_len + sum(own_lens) + sum(_nbytes(t) for t in tensors.values()) + (1 << 20)
+        need = diskspace.estimate(rep_len + sum(own_lens) + sum(_nbytes(t) for t in tensors.values()),
+                                  1 + len(own_lens) + len(tensors))
+        sums = _checksums(tcomm, rep, mine, tensors)
         with agreed(tcomm):             # before any trainer enters the collective create
             if rank == 0:
                 _check_room(folder, need, run_dir)
         with agreed(tcomm):
             f = open_h5(tmp, "w", tcomm)
-        try:
-            _write(tcomm, f, tmp, step, meta, rep, mine, rep_len, own_lens, tensors, run_dir)
-        except BaseException:
-            if rank == 0:
-                remove_quietly(tmp)
-            raise
+        guard = diskspace.WriteGuard(tcomm, tmp, final, CheckpointError,
+                                     lambda: f"checkpoint not written ({_kept(run_dir)})")
+        _write(tcomm, f, guard, step, meta, (rep, mine, rep_len, own_lens), tensors, sums, need)
         tcomm.Barrier()
         if rank == 0:
             _fsync(tmp)                 # on disk before its name says complete
@@ -127,16 +125,19 @@ def _check_room(folder: str, need: int, run_dir: str) -> None:
                               f"disk full, checkpoint not written ({_kept(run_dir)})")
 
 
-def _write(tcomm, f, path, step, meta, rep, mine, rep_len, own_lens, tensors, run_dir) -> None:
-    """Collective: create every dataset, reserve their disk blocks, write, close;
-    errors are agreed after each phase (so no trainer is left in a collective)."""
+def _write(tcomm, f, guard, step, meta, blobs, tensors, sums, need) -> None:
+    """Collective: reserve the file's disk blocks, create every dataset, reserve
+    again (their real extent), write, close.  Any failure ends the job on every
+    trainer with one line naming the file, the trainer and the cause, and that the
+    previous checkpoint is intact (:class:`..datasets.diskspace.WriteGuard`: a
+    parallel HDF5 file that met an error cannot be closed)."""
     rank, size = tcomm.Get_rank(), tcomm.Get_size()
-    err = None
-    try:
+    rep, mine, rep_len, own_lens = blobs
+    guard.reserve(f, need)          # before anything is flushed: nothing below can run out of space
+    with guard.step("creating its datasets"):
         f.attrs["format"], f.attrs["version"], f.attrs["step"] = FORMAT, VERSION, int(step)
         for k, v in meta.items():
             f.attrs["meta:" + k] = v
-        sums = _checksums(tcomm, rep, mine, tensors)
         d = f.create_dataset("replicated", (rep_len,), dtype=np.uint8)
         d.attrs["checksum"] = sums["replicated"]
         ds = [f.create_dataset(f"trainers/{r}", (n,), dtype=np.uint8) for r, n in enumerate(own_lens)]
@@ -147,13 +148,8 @@ def _write(tcomm, f, path, step, meta, rep, mine, rep_len, own_lens, tensors, ru
             tds[name] = f.create_dataset(f"tensors/{name}", t.shape,
                                          dtype=np.dtype(str(t.dtype).replace("torch.", "")))
             tds[name].attrs["checksum"] = sums[f"tensors/{name}"]
-        f.flush()
-        if rank == 0:
-            reserve_file(path, allocated_end(f))
-    except Exception as e:  # noqa: BLE001 - agreed below
-        err = e
-    _agree_or_close(tcomm, f, path, err, run_dir)
-    try:                            # independent writes: a failing rank leaves nobody in a collective
+    guard.reserve(f, need)
+    with guard.step("writing its data", collective=False):     # independent writes
         if rank == 0:
             d[:] = rep
         ds[rank][:] = mine
@@ -161,38 +157,7 @@ def _write(tcomm, f, path, step, meta, rep, mine, rep_len, own_lens, tensors, ru
             lo, hi = _slice(t.shape[0], rank, size)
             if hi > lo:
                 tds[name][lo:hi] = np.asarray(t[np.arange(lo, hi)])
-    except Exception as e:  # noqa: BLE001 - agreed below
-        err = e
-    _agree_or_close(tcomm, f, path, err, run_dir)
-    try:
-        f.close()
-    except Exception as e:  # noqa: BLE001
-        err = e
-    _agree_or_close(tcomm, None, path, err, run_dir)
-
-
-def _agree_or_close(tcomm, f, path: str, err, run_dir: str) -> None:
-    """Collective: return when no trainer failed; else close ``f`` and raise the
-    first failure on every trainer."""
-    failed = tcomm.allreduce(err is not None)
-    if not failed:
-        return
-    if f is not None:
-        try:
-            f.close()
-        except Exception:  # noqa: BLE001 - the first error is the one reported
-            pass
-    if isinstance(err, CheckpointError):
-        raise_if_any(tcomm, err)
-    raise_if_any(tcomm, None if err is None else CheckpointError(
-        f"{path}: writing the checkpoint failed on trainer {tcomm.Get_rank()}: {type(err).__name__}: {err}"
-        f"{_full_hint(err)}; checkpoint not written ({_kept(run_dir)})"))
-
-
-def _full_hint(err) -> str:
-    full = getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or \
-        any(w in str(err).lower() for w in ("no space", "quota", "file too large"))
-    return " (the disk or quota is full)" if full else ""
+    guard.close(f)
 
 
 def _checksums(tcomm, rep, mine, tensors) -> dict:

@@ -11,6 +11,9 @@ import json
 import os
 import time
 
+from ..datasets.diskspace import disk_full
+from ..errors import InputError
+
 
 class RunLog:
     def __init__(self, run_dir: str, active: bool, append: bool = False, plot_every_s: float = 60.0,
@@ -60,17 +63,24 @@ class RunLog:
             self.flush()
 
     def _append(self, row: dict) -> None:
-        with open(os.path.join(self.run_dir, "log.jsonl"), "a") as f:
-            f.write(json.dumps(row) + "\n")
+        path = os.path.join(self.run_dir, "log.jsonl")
+        try:
+            with open(path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        except OSError as e:
+            raise _unwritable(path, e) from None
 
     def _csv(self) -> None:
         keys = list(dict.fromkeys(k for r in self.rows for k in r if k != "kind"))    # every row's columns
         tmp = os.path.join(self.run_dir, "metrics.csv.tmp")
-        with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(self.rows)
-        os.replace(tmp, os.path.join(self.run_dir, "metrics.csv"))
+        try:
+            with open(tmp, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+                w.writeheader()
+                w.writerows(self.rows)
+            os.replace(tmp, os.path.join(self.run_dir, "metrics.csv"))
+        except OSError as e:
+            raise _unwritable(tmp, e) from None
 
     def _plot(self) -> None:
         try:
@@ -95,6 +105,13 @@ class RunLog:
         fig.tight_layout()
         fig.savefig(os.path.join(self.run_dir, "curve.png"), dpi=100)
         plt.close(fig)
+
+
+def _unwritable(path: str, e: OSError) -> InputError:
+    """The one-line error of a run-log file that cannot be written (trainer 0 alone
+    writes them: the failure hook ends the job with this line)."""
+    full = "; disk full" if disk_full(e) else ""
+    return InputError(f"{path}: cannot write the run log on trainer 0: {e.strerror or e}{full}")
 
 
 def _read_jsonl(path: str) -> list[dict]:
