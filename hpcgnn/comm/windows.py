@@ -117,6 +117,39 @@ class RowStore(RowWrites):
         self.rank = world.Get_rank()
         self._world = world
         self._freed = False
+        scope = self._check_arguments(ctx, boundaries, row_shape, dtype, owners, shm)
+        self.nrows = int(self._bounds[-1])
+        self.shape = (self.nrows,) + self.row_shape
+        self.row_elems = int(np.prod(self.row_shape, dtype=np.int64))
+        self.row_bytes = self.row_elems * self.dtype.itemsize
+        self._where = f"RowStore {self.name!r} on rank {self.rank}"
+        my_rows = self._place_ranges()
+        my_bytes = my_rows * self.row_bytes
+        dom_rank, leaders = self._allocate_shared_window(ctx, scope, my_bytes)
+        seg = self._expose_to_other_hosts(my_bytes)
+        self._elem = None
+        try:
+            # local work only: an error on one rank is raised on all, and the windows
+            # are freed before it propagates
+            with agreed(world):
+                self._wire_routes(ctx, dom_rank, leaders)
+                # Rows move as blocks of bytes (the compiled builder makes them as fast as
+                # blocks of a row type, 93 us per 10k rows, and owners pack both alike);
+                # reductions need the element type.
+                self._elem, self._has_mpi_type = _element_type(self.dtype)
+                self._map_local_rows(seg, my_bytes, my_rows)
+        except BaseException:
+            self._release(locked=False)
+            raise
+        for w in self._windows():
+            w.Lock_all()
+        world.Barrier()
+
+    def _check_arguments(self, ctx, boundaries, row_shape, dtype, owners, shm) -> str:
+        """Collective: check the layout, row shape, dtype and sharing scope, and that
+        every rank passed the same; sets ``dtype``, ``row_shape``, ``_bounds`` and
+        ``_owners``.  Returns the scope, ``"host"`` or ``"node"``."""
+        world = self._world
         with agreed(world):
             self.dtype = np.dtype(dtype)
             shape = row_shape if isinstance(row_shape, (tuple, list)) else (row_shape,)
@@ -141,24 +174,26 @@ class RowStore(RowWrites):
             if ref != mine:
                 raise InputError(f"RowStore {self.name!r}: ranks disagree on (boundaries, owners, row_shape, "
                                  f"dtype, shm): rank 0 has {ref}, rank {self.rank} has {mine}")
-        self.nrows = int(self._bounds[-1])
-        self.shape = (self.nrows,) + self.row_shape
-        self.row_elems = int(np.prod(self.row_shape, dtype=np.int64))
-        self.row_bytes = self.row_elems * self.dtype.itemsize
-        self._where = f"RowStore {self.name!r} on rank {self.rank}"
-        K = len(self._owners)
+        return scope
 
-        # --- where each range sits inside its owner's segment
-        seg_row0 = np.zeros(K, dtype=np.int64)
+    def _place_ranges(self) -> int:
+        """Local: where each range sits inside its owner's segment (``_seg_row0``, in
+        rows); returns the number of rows of this rank's segment."""
+        seg_row0 = np.zeros(len(self._owners), dtype=np.int64)
         seg_rows: dict[int, int] = {}
-        for k in range(K):
+        for k in range(len(self._owners)):
             o = int(self._owners[k])
             seg_row0[k] = seg_rows.get(o, 0)
             seg_rows[o] = seg_rows.get(o, 0) + int(self._bounds[k + 1] - self._bounds[k])
         self._seg_row0 = seg_row0
-        my_bytes = seg_rows.get(self.rank, 0) * self.row_bytes
+        return seg_rows.get(self.rank, 0)
 
-        # --- the sharing domain (host or node) and its shared window
+    def _allocate_shared_window(self, ctx, scope: str, my_bytes: int):
+        """Collective: the sharing domain (host or node) and its shared window, with
+        ``my_bytes`` of this rank's rows.  Returns ``(dom_rank, leaders)``: every
+        range owner's rank in the domain (or ``MPI.UNDEFINED``) and every world rank's
+        domain leader (its lowest world rank)."""
+        world = self._world
         if scope == "node":
             self._domain, self._own_domain = ctx.node_comm, False
         else:
@@ -173,10 +208,14 @@ class RowStore(RowWrites):
         dgroup.Free()
         wgroup.Free()
         leaders = world.allgather(self._domain.allreduce(self.rank, op=MPI.MIN))
-        my_leader = leaders[self.rank]
         self._multi_host = len(set(leaders)) > 1
+        return dom_rank, leaders
 
-        # --- my segment, exposed to other hosts through a world window
+    def _expose_to_other_hosts(self, my_bytes: int):
+        """Collective: my segment (None when it has no bytes), exposed to other hosts
+        through a world window when the table spans hosts; probes whether integer
+        ``get_accumulate`` can be trusted there."""
+        world = self._world
         seg = self._shwin.Shared_query(self._domain.Get_rank())[0] if my_bytes else None
         self._win = None
         if self._multi_host:
@@ -184,55 +223,46 @@ class RowStore(RowWrites):
         # integer get_accumulate across hosts: refused where the MPI library returns
         # wrong old values (Open MPI 4.1's osc rdma; floats are right)
         self._fetch_ok = not (self._multi_host and self.dtype.kind in "iu") or probes.fetch_ok(world, self.dtype)
+        return seg
 
-        self._elem = None
-        try:
-            # local work only: an error on one rank is raised on all, and the windows
-            # are freed before it propagates
-            with agreed(world):
-                # --- route and target of every range, from this rank
-                self._route = np.empty(K, dtype=np.int64)
-                self._target = np.empty(K, dtype=np.int64)
-                self._views: dict[int, np.ndarray] = {}
-                self._readable_cache = None
-                for k in range(K):
-                    o = int(self._owners[k])
-                    if ctx.node_of(o) == ctx.node_id:
-                        self._route[k], self._target[k] = DIRECT, dom_rank[k]
-                        self._views[k] = self._range_view(k, dom_rank[k])
-                    elif leaders[o] == my_leader:
-                        self._route[k], self._target[k] = SHM, dom_rank[k]
-                        # Same host: the owner's segment is mapped here too.  Reads copy it
-                        # with plain loads (what osc sm's Get does, minus building and
-                        # interpreting a derived datatype); writes and atomics still go
-                        # through the window.
-                        self._views[k] = self._range_view(k, dom_rank[k])
-                    else:
-                        self._route[k], self._target[k] = WORLD, o
-                self._atomic = (self._win, WORLD) if self._multi_host else (self._shwin, SHM)
+    def _wire_routes(self, ctx, dom_rank, leaders) -> None:
+        """Local: the route and target of every range from this rank, the mapped views
+        of the ranges read in place, and the window atomics go through."""
+        K = len(self._owners)
+        my_leader = leaders[self.rank]
+        self._route = np.empty(K, dtype=np.int64)
+        self._target = np.empty(K, dtype=np.int64)
+        self._views: dict[int, np.ndarray] = {}
+        self._readable_cache = None
+        for k in range(K):
+            o = int(self._owners[k])
+            if ctx.node_of(o) == ctx.node_id:
+                self._route[k], self._target[k] = DIRECT, dom_rank[k]
+                self._views[k] = self._range_view(k, dom_rank[k])
+            elif leaders[o] == my_leader:
+                self._route[k], self._target[k] = SHM, dom_rank[k]
+                # Same host: the owner's segment is mapped here too.  Reads copy it
+                # with plain loads (what osc sm's Get does, minus building and
+                # interpreting a derived datatype); writes and atomics still go
+                # through the window.
+                self._views[k] = self._range_view(k, dom_rank[k])
+            else:
+                self._route[k], self._target[k] = WORLD, o
+        self._atomic = (self._win, WORLD) if self._multi_host else (self._shwin, SHM)
 
-                # Rows move as blocks of bytes (the compiled builder makes them as fast as
-                # blocks of a row type, 93 us per 10k rows, and owners pack both alike);
-                # reductions need the element type.
-                self._elem, self._has_mpi_type = _element_type(self.dtype)
-
-                lo = np.nonzero(self._owners == self.rank)[0]
-                self._local_ranges = lo
-                if my_bytes:
-                    mem = np.frombuffer(seg, dtype=np.uint8, count=my_bytes)
-                    self.local_rows = mem.view(self.dtype).reshape((-1,) + self.row_shape)
-                    self.huge_pages_advised = hugepages.advise(mem)     # before the first touch
-                    mem[:] = 0
-                else:
-                    # no bytes: no rows owned, or rows of 0 bytes (still as many as owned)
-                    self.local_rows = np.empty((seg_rows.get(self.rank, 0),) + self.row_shape, dtype=self.dtype)
-                    self.huge_pages_advised = False
-        except BaseException:
-            self._release(locked=False)
-            raise
-        for w in self._windows():
-            w.Lock_all()
-        world.Barrier()
+    def _map_local_rows(self, seg, my_bytes: int, my_rows: int) -> None:
+        """Local: ``local_rows``, this rank's rows as an array over its segment (advised
+        to huge pages, then zeroed), and ``_local_ranges``, the ranges it owns."""
+        self._local_ranges = np.nonzero(self._owners == self.rank)[0]
+        if my_bytes:
+            mem = np.frombuffer(seg, dtype=np.uint8, count=my_bytes)
+            self.local_rows = mem.view(self.dtype).reshape((-1,) + self.row_shape)
+            self.huge_pages_advised = hugepages.advise(mem)     # before the first touch
+            mem[:] = 0
+        else:
+            # no bytes: no rows owned, or rows of 0 bytes (still as many as owned)
+            self.local_rows = np.empty((my_rows,) + self.row_shape, dtype=self.dtype)
+            self.huge_pages_advised = False
 
     def _range_view(self, k: int, dom_rank: int) -> np.ndarray:
         nk = int(self._bounds[k + 1] - self._bounds[k])
