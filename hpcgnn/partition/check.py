@@ -161,6 +161,16 @@ class _Check:
         if self.problem is None:
             self.problem = line
 
+    def node_ids(self, ids: np.ndarray, where: str, row0: int) -> np.ndarray:
+        """``ids`` (read from ``where``, its rows from ``row0``), a problem recorded for
+        the first that is not a node id, and clipped into range so the check goes on."""
+        bad = (ids < 0) | (ids >= self.N)
+        if not bad.any():
+            return ids
+        i = int(np.argmax(bad))
+        self.fail(f"{where}: value {int(ids[i])} at row {row0 + i} is not a node id ([0, {self.N}))")
+        return np.clip(ids, 0, self.N - 1)
+
     def error(self) -> InputError | None:
         return InputError(self.problem) if self.problem else None
 
@@ -174,13 +184,8 @@ class _Check:
             g, first = self.part[f"part{p}"], int(self.nstart[p])
             for c in range(max(a, first), min(b, int(self.nstart[p + 1])), step):
                 c1 = min(c + step, b, int(self.nstart[p + 1]))
-                ids = self.read(g["orig_nid"], c - first, c1 - first).astype(np.int64)
-                bad = (ids < 0) | (ids >= self.N)
-                if bad.any():
-                    i = int(np.argmax(bad))
-                    self.fail(f"{self.h5}: dataset /part{p}/orig_nid (partition {p}): value {ids[i]} at row "
-                              f"{c - first + i} is not a node id of {self.raw_path} ([0, {self.N}))")
-                    ids = np.clip(ids, 0, self.N - 1)
+                ids = self.node_ids(self.read(g["orig_nid"], c - first, c1 - first).astype(np.int64),
+                                    f"{self.h5}: dataset /part{p}/orig_nid (partition {p})", c - first)
                 orig[c - a:c1 - a] = ids
                 base = hash_ids("node", ids)
                 for f in self.nfields:

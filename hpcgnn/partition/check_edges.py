@@ -146,13 +146,8 @@ def _part_edges(c, task, new2orig: np.ndarray) -> None:
         g, n = c.part[f"part{p}"], c.part_nodes_of(p)
         row = _rows_of(ip, r, e0, e1)
         own = c.nstart[p] + row % n
-        other = c.read(g["csr/indices"], e0, e1).astype(np.int64)
-        bad = (other < 0) | (other >= c.N)
-        if bad.any():
-            i = int(np.argmax(bad))
-            c.fail(f"{c.h5}: dataset /part{p}/csr/indices (partition {p}): value {int(other[i])} at row {e0 + i} "
-                   f"is not a node id ([0, {c.N}))")
-            other = np.clip(other, 0, c.N - 1)
+        other = c.node_ids(c.read(g["csr/indices"], e0, e1).astype(np.int64),
+                           f"{c.h5}: dataset /part{p}/csr/indices (partition {p})", e0)
     ids = np.concatenate([own, other])
     lo = int(c.nb[c.rank])
     orig = query(c.comm, owner_of(c.nb, ids), ids, lambda keys: new2orig[keys - lo])
@@ -178,13 +173,8 @@ def _raw_edges(c, task, owner: np.ndarray) -> None:
     k0, k1 = task if task is not None else (0, 0)
     src = c.read(c.raw["edges/src"], k0, k1).astype(np.int64)
     dst = c.read(c.raw["edges/dst"], k0, k1).astype(np.int64)
-    own = dst if c.edge_dir == "in" else src
-    bad = (own < 0) | (own >= c.N)
-    if bad.any():
-        i = int(np.argmax(bad))
-        c.fail(f"{c.raw_path}: dataset /edges/{'dst' if c.edge_dir == 'in' else 'src'}: value {int(own[i])} at "
-               f"row {k0 + i} is not a node id ([0, {c.N}))")
-        own = np.clip(own, 0, c.N - 1)
+    own = c.node_ids(dst if c.edge_dir == "in" else src,
+                     f"{c.raw_path}: dataset /edges/{'dst' if c.edge_dir == 'in' else 'src'}", k0)
     lo = int(c.nb[c.rank])
     parts = query(c.comm, owner_of(c.nb, own), own, lambda keys: owner[keys - lo]).astype(np.int64)
     if task is None:
