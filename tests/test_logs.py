@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from hpcgnn import logs
+from hpcgnn.comm import failure
+from hpcgnn.comm.mpi import MPI
 from hpcgnn.cli.main import take_log_options
 from hpcgnn.errors import InputError
 from test_train import ROOT, small  # noqa: F401  (the fixture)
@@ -29,6 +31,7 @@ def test_records_carry_rank_and_role_and_go_to_stdout_or_stderr(capsys, level):
         def emit(self, record):
             seen.append((record.rank, record.role, record.getMessage()))
 
+    logs.set_level("info")
     child = logs.get("train")
     keep = Keep()
     logs.LOGGER.addHandler(keep)
@@ -37,7 +40,8 @@ def test_records_carry_rank_and_role_and_go_to_stdout_or_stderr(capsys, level):
         child.warning("a warning")
     finally:
         logs.LOGGER.removeHandler(keep)
-    assert seen == [(0, "no role", "a notice"), (0, "no role", "a warning")]
+    who = (MPI.COMM_WORLD.Get_rank(), failure.identity.role)       # "no role" before initialize
+    assert seen == [(*who, "a notice"), (*who, "a warning")]
     out, err = capsys.readouterr()
     assert out == "a notice\n" and err == "a warning\n"       # the default handler: the bare message
 
