@@ -2,7 +2,7 @@
 
     python bench/scale_model.py                        # the grid below, ~25 min on 2 cores
     python bench/scale_model.py --sizes 250000,500000,1000000 --holdout 2000000 --extra 500000:20:128,500000:10:64
-    python bench/scale_model.py --refit runs/scale_grid.json   # fit again, no runs
+    python bench/scale_model.py --refit bench/scale_grid.json   # fit again, no runs
 
 For every graph (``hpcgnn generate``: SIZES fitted and HOLDOUT left out, average degree
 20, 64 float32 features; plus EXTRA graphs with another degree or feature dimension,
@@ -60,15 +60,16 @@ TARGET = 0.20
 PHASES = {
     "generate_memory": ("generate", "peak_max_rank", ["const", "edges_per_rank", "nodes_per_rank",
                                                       "feature_bytes_per_rank"]),
-    "generate_time": ("generate", "time_s", ["const", "edges_per_core", "nodes_per_core"]),
+    "generate_time": ("generate", "time_s", ["const", "ranks_per_core", "edges_per_core", "nodes_per_core"]),
     "partition_memory": ("partition", "peak_max_rank", ["const", "edges_per_rank", "nodes_per_rank", "nodes",
                                                         "feature_bytes_per_rank"]),
-    "partition_time": ("partition", "time_s", ["const", "edges_per_core", "nodes_per_core", "edges"]),
+    "partition_time": ("partition", "time_s", ["const", "ranks_per_core", "edges_per_core", "nodes_per_core",
+                                                  "edges"]),
     "server_memory": ("train", "server_max", ["const", "edges_per_rank", "nodes_per_rank",
                                               "feature_bytes_per_rank"]),
     "trainer_memory": ("train", "trainer_max", ["const", "feat_dim", "edges_per_rank", "nodes_per_rank",
                                                 "feature_bytes_per_rank"]),
-    "step_time": ("train", "step_s", ["const", "feat_dim"]),
+    "step_time": ("train", "step_s", ["const", "feat_dim", "sampled_per_seed"]),
 }
 UNITS = {"memory": "bytes", "time": "s"}
 

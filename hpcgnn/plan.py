@@ -42,7 +42,19 @@ def terms(num_nodes: float, num_edges: float, feat_bytes: float, feat_dim: float
     cores = ranks if cores is None else cores
     return {"const": 1.0, "edges_per_rank": num_edges / ranks, "nodes_per_rank": num_nodes / ranks,
             "feature_bytes_per_rank": feat_bytes / ranks, "nodes": float(num_nodes), "edges": float(num_edges),
-            "edges_per_core": num_edges / cores, "nodes_per_core": num_nodes / cores, "feat_dim": float(feat_dim)}
+            "edges_per_core": num_edges / cores, "nodes_per_core": num_nodes / cores, "feat_dim": float(feat_dim),
+            "ranks_per_core": ranks / cores, "sampled_per_seed": sampled_per_seed(num_nodes, num_edges)}
+
+
+def sampled_per_seed(num_nodes: float, num_edges: float, fanouts=(25, 10)) -> float:
+    """Edges one seed's sampled tree holds at the training fanouts when every node has
+    the graph's average degree (a node gives ``min(degree, fanout)`` neighbours)."""
+    degree = num_edges / num_nodes if num_nodes else 0.0
+    total, width = 0.0, 1.0
+    for f in fanouts:
+        width *= min(degree, f)
+        total += width
+    return total
 
 
 def predict(coef: dict, values: dict) -> float:

@@ -10,7 +10,7 @@ from conftest import clean_mpi_env
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.datasets import generate_graph
 from hpcgnn.plan import (MODEL_PATH, epoch_time, load_model, parse_size, partition_need, partition_time, plan,
-                         predict, terms, training_need)
+                         predict, sampled_per_seed, terms, training_need)
 
 single = pytest.mark.skipif(MPI.COMM_WORLD.Get_size() > 1, reason="single-process test (runs in the 1-rank pass)")
 pytestmark = single
@@ -31,8 +31,11 @@ def test_terms_and_predict():
     t = terms(100, 2000, 800, 2, ranks=4, cores=2)
     assert t == {"const": 1.0, "edges_per_rank": 500.0, "nodes_per_rank": 25.0, "feature_bytes_per_rank": 200.0,
                  "nodes": 100.0, "edges": 2000.0, "edges_per_core": 1000.0, "nodes_per_core": 50.0,
-                 "feat_dim": 2.0}
+                 "feat_dim": 2.0, "ranks_per_core": 2.0, "sampled_per_seed": 20 + 20 * 10}
     assert terms(100, 2000, 800, 2, ranks=4)["edges_per_core"] == 500.0
+    assert terms(100, 2000, 800, 2, ranks=4)["ranks_per_core"] == 1.0     # one core per rank: a constant
+    assert sampled_per_seed(100, 500) == 5 + 5 * 5              # degree below both fanouts
+    assert sampled_per_seed(0, 0) == 0.0
     assert predict({"const": 3, "edges_per_rank": 2}, t) == 1003.0
 
 
