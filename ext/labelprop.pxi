@@ -14,6 +14,10 @@ cdef extern from "label_prop.h" nogil:
     int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                          int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
                          int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed)
+    int64_t hg_ghost_mark(const int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, int64_t N, uint64_t *bits)
+    void hg_ghost_local(int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, const uint64_t *bits,
+                        const int64_t *before)
+    void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids)
 
 
 cdef const int64_t *_weights(const int64_t[::1] adjwgt, const int64_t[::1] adjncy, str who) except? NULL:
@@ -102,3 +106,35 @@ def lp_refine(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
     if m < 0:
         raise MemoryError("lp_refine: out of memory")
     return int(m)
+
+
+def ghost_mark(const int64_t[::1] adjncy, int64_t lo, int64_t hi, int64_t N, uint64_t[::1] bits):
+    """Set bit ``v`` of ``bits`` for every entry ``v`` of ``adjncy`` outside ``[lo, hi)``.
+    Returns how many entries lie outside the ids ``[0, N)`` (left unmarked)."""
+    cdef int64_t bad
+    if adjncy.shape[0] == 0:
+        return 0
+    if 64 * bits.shape[0] < N:
+        raise ValueError("ghost_mark: bits holds fewer than N bits")
+    with nogil:
+        bad = hg_ghost_mark(&adjncy[0], adjncy.shape[0], lo, hi, N, &bits[0])
+    return int(bad)
+
+
+def ghost_local(int64_t[::1] adjncy, int64_t lo, int64_t hi, const uint64_t[::1] bits,
+                const int64_t[::1] before):
+    """In place: own ids ``v`` -> ``v - lo``, ghosts -> ``hi - lo`` + their rank among
+    the marked bits (``before[w]``: marked bits of the words below ``w``)."""
+    if adjncy.shape[0] == 0:
+        return
+    with nogil:
+        hg_ghost_local(&adjncy[0], adjncy.shape[0], lo, hi, &bits[0], &before[0])
+
+
+def ghost_global(int64_t[::1] adjncy, int64_t lo, int64_t n, const int64_t[::1] ids):
+    """In place: undo :func:`ghost_local` (``ids``: the ghosts' sorted global ids)."""
+    if adjncy.shape[0] == 0:
+        return
+    cdef const int64_t *pi = &ids[0] if ids.shape[0] else NULL
+    with nogil:
+        hg_ghost_global(&adjncy[0], adjncy.shape[0], lo, n, pi)

@@ -234,3 +234,32 @@ int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, cons
     free(conn); free(touched); free(blocks);
     return moved;
 }
+
+int64_t hg_ghost_mark(const int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, int64_t N, uint64_t *bits) {
+    int64_t bad = 0;
+    for (int64_t e = 0; e < m; e++) {
+        int64_t v = adjncy[e];
+        if (v >= lo && v < hi) continue;
+        if (v < 0 || v >= N) { bad++; continue; }
+        bits[v >> 6] |= 1ULL << (v & 63);
+    }
+    return bad;
+}
+
+void hg_ghost_local(int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, const uint64_t *bits,
+                    const int64_t *before) {
+    int64_t n = hi - lo;
+    for (int64_t e = 0; e < m; e++) {
+        int64_t v = adjncy[e];
+        if (v >= lo && v < hi) { adjncy[e] = v - lo; continue; }
+        uint64_t below = bits[v >> 6] & ((1ULL << (v & 63)) - 1);
+        adjncy[e] = n + before[v >> 6] + __builtin_popcountll(below);
+    }
+}
+
+void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids) {
+    for (int64_t e = 0; e < m; e++) {
+        int64_t v = adjncy[e];
+        adjncy[e] = v < n ? v + lo : ids[v - n];
+    }
+}

@@ -39,4 +39,18 @@ int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
 int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                      int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
                      int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed);
+
+/* Ghosts of the local block [lo, hi) of a graph with global ids in [0, N): mark every
+ * adjncy entry outside the block in the bitmap bits ((N+63)/64 words, zeroed by the
+ * caller).  Returns the number of entries outside [0, N) (left unmarked). */
+int64_t hg_ghost_mark(const int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, int64_t N, uint64_t *bits);
+
+/* Rewrite adjncy in place into table indices: v in [lo, hi) -> v - lo; a ghost v ->
+ * (hi - lo) + (marked bits below v), where before[w] counts the marked bits of words
+ * 0..w-1. */
+void hg_ghost_local(int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, const uint64_t *bits,
+                    const int64_t *before);
+
+/* Undo hg_ghost_local: i < n -> lo + i, else ids[i - n] (the ghosts' sorted global ids). */
+void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids);
 #endif

@@ -40,6 +40,7 @@ import numpy as np
 from .. import _ext
 from ..comm.agree import agreed
 from ..comm.alltoall import allgather_blocks
+from ..comm.ghosts import Ghosts
 from ..comm.mpi import MPI
 from ..errors import InputError
 from .arrays import stable_argsort
@@ -85,16 +86,18 @@ def resolve_coarsen(coarsen: str, num_nodes: int) -> str:
 
 
 def lp_clusters(comm, vtxdist, xadj, adjncy, w0, nparts: int, seed: int, rounds: int = LP_ROUNDS,
-                cluster_factor: int = CLUSTER_FACTOR, adjwgt=None, total: int | None = None):
+                cluster_factor: int = CLUSTER_FACTOR, adjwgt=None, total: int | None = None, ghosts=None):
     """Collective: LP clusters of this rank's vertices.
 
     Returns ``(label, cdist)``: ``label`` the local cluster of each local vertex
     (``[0, k)``), ``cdist`` the cluster distribution (rank ``r`` owns global clusters
     ``cdist[r]:cdist[r+1]``; global id = ``cdist[rank] + label``).  ``total``: the
     graph's whole first-column weight (default: the sum of ``w0`` over the ranks).
+    ``ghosts``: the :class:`~hpcgnn.comm.ghosts.Ghosts` whose ``to_local`` rewrote
+    ``adjncy`` (None: ``adjncy`` holds global ids).
     """
     rank = comm.Get_rank()
-    lo = int(vtxdist[rank])
+    lo = int(vtxdist[rank]) if ghosts is None else 0
     w0 = np.ascontiguousarray(w0, dtype=np.int64)
     if total is None:
         total = comm.allreduce(int(w0.sum()), op=MPI.SUM)
@@ -118,15 +121,16 @@ def _opt(a):
     return None if a is None else np.ascontiguousarray(a, dtype=np.int64)
 
 
-def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray], adjwgt=None):
+def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray], adjwgt=None, ghosts=None):
     """Collective: the cluster graph, distributed as ``cdist``.
 
     Returns ``(cxadj, cadj, cadjwgt, cvwgt)``: CSR over global cluster ids without self
     loops, summed edge weights (multiplicities when ``adjwgt`` is None), and an
-    ``(k, ncon)`` array of summed vertex weights.
-    Needs every vertex's global cluster id (an all-gather of ``N`` int32: fewer than
-    2**31 clusters, else an agreed :class:`InputError`; ParMETIS' 32-bit ``idx_t``
-    requires as much anyway).
+    ``(k, ncon)`` array of summed vertex weights.  ``ghosts``: as for
+    :func:`lp_clusters` (None: found here, ``adjncy`` rewritten and restored).  Reads
+    the clusters of this rank's ghosts only, and counts into a table over its own
+    clusters and the ghosts' (fewer than 2**31 clusters in all, else an agreed
+    :class:`InputError`; ParMETIS' 32-bit ``idx_t`` requires as much anyway).
     """
     rank = comm.Get_rank()
     k = int(cdist[rank + 1] - cdist[rank])
@@ -135,55 +139,85 @@ def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray
             raise InputError(f"coarsen: label propagation left {int(cdist[-1])} clusters, more than the 2^31-1 "
                              f"that the contraction's int32 cluster ids (and ParMETIS' idx_t) hold: the graph "
                              f"barely clusters; partition it with --method random (rank {rank})")
-    glab = allgather_blocks(comm, (label + cdist[rank]).astype(np.int32), np.diff(vtxdist))
-    order = stable_argsort(label)
-    sizes = np.bincount(label, minlength=k)
-    cstart = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    cxadj, cadj, cadjwgt = _ext.contract_clusters(cstart, order, np.ascontiguousarray(xadj, dtype=np.int64),
-                                                  np.ascontiguousarray(adjncy, dtype=np.int64), glab,
-                                                  int(cdist[-1]), int(cdist[rank]), adjwgt=_opt(adjwgt))
-    del glab
+    own = ghosts is None
+    if own:
+        adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
+        ghosts = Ghosts(comm, vtxdist, adjncy)
+        ghosts.to_local(adjncy)
+    try:
+        c_lo = int(cdist[rank])
+        # the ghosts' global clusters: other ranks' (clusters never span two ranks' blocks)
+        theirs = ghosts.values((np.asarray(label) + c_lo).astype(np.int32))
+        foreign = np.unique(theirs)
+        lab = np.empty(ghosts.size, dtype=np.int32)       # own clusters [0, k), then the foreign ones
+        lab[:ghosts.n] = label
+        for s in range(0, len(theirs), 1 << 20):
+            lab[ghosts.n + s:ghosts.n + s + (1 << 20)] = np.searchsorted(foreign, theirs[s:s + (1 << 20)]) + k
+        del theirs
+        order = stable_argsort(label)
+        sizes = np.bincount(label, minlength=k)
+        cstart = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        cxadj, cadj, cadjwgt = _ext.contract_clusters(cstart, order, np.ascontiguousarray(xadj, dtype=np.int64),
+                                                      adjncy, lab, k + len(foreign), 0, adjwgt=_opt(adjwgt))
+    finally:
+        if own:
+            ghosts.to_global(adjncy)
+    del lab
+    for s in range(0, len(cadj), 1 << 20):    # table indices -> global cluster ids
+        c = cadj[s:s + (1 << 20)]
+        out = c >= k
+        c[out] = foreign[c[out] - k]
+        c[~out] += c_lo
     cvwgt = np.stack([np.bincount(label, weights=np.asarray(c, dtype=np.float64), minlength=k)
                       .round().astype(np.int64) for c in weights], axis=1)
     return cxadj, cadj, cadjwgt, cvwgt
 
 
 def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
-           rounds: int = REFINE_ROUNDS, adjwgt=None) -> int:
+           rounds: int = REFINE_ROUNDS, adjwgt=None, ghosts=None) -> int:
     """Collective: k-way label-propagation refinement of ``parts`` (in place).
 
     ``w``: ``(n, ncon)`` vertex weights (every balance constraint).  Each round
-    all-gathers the part vector (int32), then every rank sweeps its vertices once,
+    brings the parts of this rank's ghosts over (``ghosts``: as for
+    :func:`lp_clusters`), then every rank sweeps its vertices once,
     moving a vertex to the part with the most edge weight to it when every weight
     column ``j`` of that part stays within ``ubvec[j]`` (or the scalar ``ubvec``) of
     its mean; each rank may fill only its share (``1/R``) of a part's free room, so the
     bounds hold after all ranks moved.
     Stops early once fewer than 0.1% of the vertices move.  Returns the number of moves."""
-    rank, R = comm.Get_rank(), comm.Get_size()
-    lo = int(vtxdist[rank])
+    R = comm.Get_size()
     w = np.ascontiguousarray(np.asarray(w, dtype=np.int64).reshape(len(xadj) - 1, -1))
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
-    adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
+    own = ghosts is None
+    if own:
+        adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
+        ghosts = Ghosts(comm, vtxdist, adjncy)
+        ghosts.to_local(adjncy)
     adjwgt = _opt(adjwgt)
     total = comm.allreduce(w.sum(axis=0), op=MPI.SUM)
     ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), total.shape)
     limit = np.floor(ub * total / nparts).astype(np.int64)
+    gpart = np.empty(ghosts.size, dtype=np.int32)     # this rank's parts, then its ghosts'
     moved = 0
-    for r in range(rounds):
-        local = np.ascontiguousarray(parts, dtype=np.int64)
-        gpart = allgather_blocks(comm, local.astype(np.int32), np.diff(vtxdist))
-        pw = np.zeros((nparts, w.shape[1]), dtype=np.int64)
-        for j in range(w.shape[1]):
-            pw[:, j] = np.bincount(local, weights=w[:, j], minlength=nparts)
-        pw = comm.allreduce(pw, op=MPI.SUM)
-        cap = np.ascontiguousarray(pw + np.maximum(limit[None, :] - pw, 0) // R, dtype=np.int64)
-        m = _ext.lp_refine(xadj, adjncy, lo, gpart, local, w, pw.copy(), cap,
-                           int(seed) * 7919 + 31 * r + rank, adjwgt=adjwgt)
-        parts[:] = local
-        m = comm.allreduce(int(m), op=MPI.SUM)
-        moved += m
-        if m * 1000 < int(vtxdist[-1]):
-            break
+    try:
+        for r in range(rounds):
+            local = np.ascontiguousarray(parts, dtype=np.int64)
+            gpart[ghosts.n:] = ghosts.values(local.astype(np.int32))
+            pw = np.zeros((nparts, w.shape[1]), dtype=np.int64)
+            for j in range(w.shape[1]):
+                pw[:, j] = np.bincount(local, weights=w[:, j], minlength=nparts)
+            pw = comm.allreduce(pw, op=MPI.SUM)
+            cap = np.ascontiguousarray(pw + np.maximum(limit[None, :] - pw, 0) // R, dtype=np.int64)
+            m = _ext.lp_refine(xadj, adjncy, 0, gpart, local, w, pw.copy(), cap,
+                               int(seed) * 7919 + 31 * r + comm.Get_rank(), adjwgt=adjwgt)
+            parts[:] = local
+            m = comm.allreduce(int(m), op=MPI.SUM)
+            moved += m
+            if m * 1000 < int(vtxdist[-1]):
+                break
+    finally:
+        if own:
+            ghosts.to_global(adjncy)
     return moved
 
 
@@ -201,7 +235,7 @@ def _gather_graph(comm, dist, xadj, adjncy, adjwgt, vw):
 def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], nparts: int, seed: int,
                     ubvec=1.05, rounds: int = LP_ROUNDS,
                     cluster_factor: int = CLUSTER_FACTOR, max_levels: int = MAX_LEVELS,
-                    tries: int = TRIES) -> tuple[np.ndarray, dict]:
+                    tries: int = TRIES, keep_adjncy: bool = True) -> tuple[np.ndarray, dict]:
     """Collective: parts of this rank's vertices via LP clustering (up to ``max_levels``
     levels) + ParMETIS on the coarsest graph + LP refinement back up.  ``weights[0]``
     bounds the cluster sizes; ``ubvec``: the imbalance allowed for each weight column
@@ -209,64 +243,37 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     ``GATHER_FRACTION``) it is gathered on every rank, and the coarser levels are
     clustered, partitioned and refined there as one graph (the same seeds give every
     rank the same result): clusters are no longer confined to one rank's block.
-    Returns ``(parts, info)`` with ``info`` holding each level's size and the seconds
-    of each step."""
+    Each level's adjacency is rewritten into table indices (:class:`Ghosts`) while it
+    is clustered, contracted and refined; ``keep_adjncy=False`` leaves the caller's
+    ``adjncy`` so (the caller drops it) instead of holding 8 bytes per ghost to write
+    it back.  Returns ``(parts, info)`` with ``info`` holding each level's size and the
+    seconds of each step."""
     t0 = time.perf_counter()
-    total = comm.allreduce(int(np.asarray(weights[0]).sum()), op=MPI.SUM)
-    gather_max = min(GATHER_ENTRIES, int(comm.allreduce(len(adjncy), op=MPI.SUM) * GATHER_FRACTION
-                                         // comm.Get_size()))
-    n_all = int(vtxdist[-1])
-    levels = []       # (comm, vtxdist, xadj, adjncy, adjwgt, vertex weights, label), or ("gather", comm, dist)
-    cur = comm
-    dist, gx, ga, gw, vw = vtxdist, xadj, adjncy, None, [np.asarray(c) for c in weights]
-    lp_s = contract_s = 0.0
-    sizes = []
-    for level in range(max(1, max_levels)):
-        t = time.perf_counter()
-        label, cdist = lp_clusters(cur, dist, gx, ga, vw[0], nparts, seed + level, rounds, cluster_factor,
-                                   adjwgt=gw, total=total)
-        t1 = time.perf_counter()
-        lp_s += t1 - t
-        K = int(cdist[-1])
-        if level > 0 and K > MIN_SHRINK * int(dist[-1]):
-            break                     # no longer shrinking: partition this level
-        cx, ca, cw, cv = contract(cur, dist, gx, ga, label, cdist, vw, adjwgt=gw)
-        levels.append((cur, dist, gx, ga, gw, np.stack(vw, axis=1), label))
-        dist, gx, ga, gw, vw = cdist, cx, ca, cw, [cv[:, j] for j in range(cv.shape[1])]
-        ne = cur.allreduce(len(ca), op=MPI.SUM)
-        sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": int(cur.allreduce(int(cw.sum()))),
-                      "gathered": cur.Get_size() == 1 and comm.Get_size() > 1})
-        if cur.Get_size() > 1 and ne <= gather_max:
-            levels.append(("gather", cur, dist))
-            gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
-            dist, cur = np.array([0, K], dtype=np.int64), MPI.COMM_SELF
-        contract_s += time.perf_counter() - t1
-        if K > MIN_SHRINK * n_all or K <= COARSEST_PER_PART * nparts:
-            break
-        n_all = K
-    t2 = time.perf_counter()
-    ncon = len(weights)
-    ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
-    best = None
-    for t in range(max(1, tries)):   # the coarsest graph is small: keep ParMETIS' best of a few seeds
-        p, cut = part_kway(cur, dist, gx, ga, vwgt=np.stack(vw, axis=1).reshape(-1), ncon=ncon, nparts=nparts,
-                           adjwgt=gw, ubvec=ub, seed=(seed + 7 * t) % 2**31, return_cut=True, fix=COARSE_FIX)
-        if best is None or cut < best[1]:
-            best = (p, cut)
-    parts = best[0]
-    t3 = time.perf_counter()
-    moved = 0
-    for entry in reversed(levels):
-        if entry[0] == "gather":      # back to this rank's block of the distributed level
-            _, c, d = entry
-            parts = np.ascontiguousarray(parts[int(d[c.Get_rank()]):int(d[c.Get_rank() + 1])])
-            continue
-        c, d, x, a, w, vwl, label = entry
-        parts = np.ascontiguousarray(parts[label], dtype=np.int64)
-        moved += refine(c, d, x, a, parts, vwl, nparts, ub, seed, adjwgt=w)
+    adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
+    clock = {"lp": 0.0, "contract": 0.0}
+    levels, sizes, restore = [], [], []
+    try:
+        cur, dist, gx, ga, gw, vw = _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds,
+                                             cluster_factor, max_levels, levels, sizes, restore, clock,
+                                             keep_adjncy)
+        t2 = time.perf_counter()
+        ncon = len(weights)
+        ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
+        best = None
+        for t in range(max(1, tries)):   # the coarsest graph is small: keep ParMETIS' best of a few seeds
+            p, cut = part_kway(cur, dist, gx, ga, vwgt=np.stack(vw, axis=1).reshape(-1), ncon=ncon,
+                               nparts=nparts, adjwgt=gw, ubvec=ub, seed=(seed + 7 * t) % 2**31, return_cut=True,
+                               fix=COARSE_FIX)
+            if best is None or cut < best[1]:
+                best = (p, cut)
+        t3 = time.perf_counter()
+        parts, moved = _refine_up(levels, best[0], nparts, ub, seed)
+    finally:
+        for gh, a in restore:        # the caller's adjacency holds global ids again
+            gh.to_global(a)
     t4 = time.perf_counter()
     tmax = np.empty(4)
-    comm.Allreduce(np.array([lp_s, contract_s, t3 - t2, t4 - t3]), tmax, op=MPI.MAX)
+    comm.Allreduce(np.array([clock["lp"], clock["contract"], t3 - t2, t4 - t3]), tmax, op=MPI.MAX)
     nedge = comm.allreduce(len(adjncy), op=MPI.SUM)
     info = {"method": "lp", "rounds": int(rounds), "cluster_factor": int(cluster_factor),
             "levels": sizes, "clusters": sizes[-1]["clusters"], "cluster_edges": sizes[-1]["cluster_edges"],
@@ -275,3 +282,64 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
             "parmetis_s": round(float(tmax[2]), 3), "refine_moves": int(moved),
             "refine_s": round(float(tmax[3]), 3), "total_s": round(time.perf_counter() - t0, 3)}
     return parts, info
+
+
+def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster_factor, max_levels,
+             levels, sizes, restore, clock, keep_adjncy):
+    """Collective: cluster and contract level by level (``levels``, ``sizes`` and
+    ``restore`` filled as it goes); returns the coarsest graph ``(comm, dist, xadj,
+    adjncy, adjwgt, vertex weight columns)`` in global ids.  Each distributed level's
+    adjacency is rewritten into its :class:`Ghosts` table indices, and stays so for
+    the refinement."""
+    total = comm.allreduce(int(np.asarray(weights[0]).sum()), op=MPI.SUM)
+    gather_max = min(GATHER_ENTRIES, int(comm.allreduce(len(adjncy), op=MPI.SUM) * GATHER_FRACTION
+                                         // comm.Get_size()))
+    n_all = int(vtxdist[-1])
+    cur = comm
+    dist, gx, ga, gw, vw = vtxdist, xadj, adjncy, None, [np.asarray(c) for c in weights]
+    for level in range(max(1, max_levels)):
+        t = time.perf_counter()
+        gh = Ghosts(cur, dist, ga)
+        gh.to_local(ga)
+        if level == 0 and keep_adjncy:
+            restore.append((gh, ga))
+        label, cdist = lp_clusters(cur, dist, gx, ga, vw[0], nparts, seed + level, rounds, cluster_factor,
+                                   adjwgt=gw, total=total, ghosts=gh)
+        t1 = time.perf_counter()
+        clock["lp"] += t1 - t
+        K = int(cdist[-1])
+        if level > 0 and K > MIN_SHRINK * int(dist[-1]):
+            gh.to_global(ga)
+            break                     # no longer shrinking: partition this level
+        cx, ca, cw, cv = contract(cur, dist, gx, ga, label, cdist, vw, adjwgt=gw, ghosts=gh)
+        if level > 0 or not keep_adjncy:
+            gh.drop_ids()             # refinement reads the ghosts' parts: it needs no ids
+        levels.append((cur, dist, gx, ga, gw, np.stack(vw, axis=1), label, gh))
+        dist, gx, ga, gw, vw = cdist, cx, ca, cw, [cv[:, j] for j in range(cv.shape[1])]
+        ne = cur.allreduce(len(ca), op=MPI.SUM)
+        sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": int(cur.allreduce(int(cw.sum()))),
+                      "gathered": cur.Get_size() == 1 and comm.Get_size() > 1})
+        if cur.Get_size() > 1 and ne <= gather_max:
+            levels.append(("gather", cur, dist))
+            gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
+            dist, cur = np.array([0, K], dtype=np.int64), MPI.COMM_SELF
+        clock["contract"] += time.perf_counter() - t1
+        if K > MIN_SHRINK * n_all or K <= COARSEST_PER_PART * nparts:
+            break
+        n_all = K
+    return cur, dist, gx, ga, gw, vw
+
+
+def _refine_up(levels, parts, nparts, ub, seed):
+    """Collective: the coarsest graph's ``parts`` projected back level by level, each
+    refined; returns ``(parts of this rank's input vertices, moves)``."""
+    moved = 0
+    for entry in reversed(levels):
+        if entry[0] == "gather":      # back to this rank's block of the distributed level
+            _, c, d = entry
+            parts = np.ascontiguousarray(parts[int(d[c.Get_rank()]):int(d[c.Get_rank() + 1])])
+            continue
+        c, d, x, a, w, vwl, label, gh = entry
+        parts = np.ascontiguousarray(parts[label], dtype=np.int64)
+        moved += refine(c, d, x, a, parts, vwl, nparts, ub, seed, adjwgt=w, ghosts=gh)
+    return parts, moved

@@ -206,7 +206,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
                 # refinement fills parts up to these bounds, and moving nodes back costs cut
                 ub = [min(ubvec, 1.0 + balance_tol) if k in zero_one else ubvec for k in constraints]
                 parts, coarse_info = coarsened_parts(comm, vtxdist, xadj, adjncy,
-                                                     [weights[k] for k in constraints], num_parts, seed, ub)
+                                                     [weights[k] for k in constraints], num_parts, seed, ub,
+                                                     keep_adjncy=False)
             else:
                 if whole:               # and the symmetric view's entries, before ParMETIS sees them
                     check_sizes(comm, vtxdist, len(adjncy), input_path)

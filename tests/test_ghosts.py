@@ -1,0 +1,63 @@
+"""hpcgnn.comm.ghosts: a rank's remote neighbours, its adjacency as table indices and
+back, and the exchange of the ghosts' values (collective; any number of ranks)."""
+import numpy as np
+import pytest
+
+from hpcgnn.comm.ghosts import Ghosts
+from hpcgnn.comm.mpi import MPI
+
+
+def _block(rank, size, per=40):
+    vtxdist = np.arange(size + 1, dtype=np.int64) * per
+    rng = np.random.default_rng(rank)
+    adjncy = rng.integers(0, per * size, 300).astype(np.int64)
+    return vtxdist, adjncy
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_rewrite_round_trips_and_values_arrive():
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    vtxdist, adjncy = _block(rank, size)
+    lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
+    orig = adjncy.copy()
+    gh = Ghosts(comm, vtxdist, adjncy)
+    remote = np.unique(orig[(orig < lo) | (orig >= hi)])
+    assert np.array_equal(gh.ids, remote) and gh.size == (hi - lo) + len(remote)
+    gh.to_local(adjncy)
+    assert adjncy.min() >= 0 and adjncy.max() < gh.size
+    table = np.concatenate([np.arange(lo, hi), remote])       # table index -> global id
+    assert np.array_equal(table[adjncy], orig)
+    # every rank's value of vertex v is 3v + 1: the ghosts get their owners' values
+    got = gh.values(3 * np.arange(lo, hi, dtype=np.int64) + 1)
+    assert np.array_equal(got, 3 * remote + 1)
+    gh.to_global(adjncy)
+    assert np.array_equal(adjncy, orig)
+    gh.drop_ids()
+    assert gh.size == (hi - lo) + len(remote)
+    assert np.array_equal(gh.values(np.arange(lo, hi) * 2), remote * 2)
+    with pytest.raises(RuntimeError, match="dropped"):
+        gh.to_global(adjncy)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_an_id_outside_the_graph_ends_every_rank():
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    vtxdist, adjncy = _block(rank, size)
+    if rank == size - 1:
+        adjncy[5] = int(vtxdist[-1]) + 3
+    with pytest.raises(ValueError, match=rf"outside the graph's ids .*rank {size - 1}"):
+        Ghosts(comm, vtxdist, adjncy)
+
+
+def test_ids_past_two_to_the_31():
+    """One rank: a block far past 2^31 and no ghosts; the rewrite is the offset."""
+    base = (1 << 31) + 5
+    vtxdist = np.array([0, base + 10], dtype=np.int64)
+    adjncy = np.array([base, base + 9, 3], dtype=np.int64)
+    gh = Ghosts(MPI.COMM_SELF, vtxdist, adjncy)
+    assert len(gh.ids) == 0
+    assert gh.to_local(adjncy.copy()).tolist() == adjncy.tolist()
