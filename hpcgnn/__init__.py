@@ -10,7 +10,8 @@ from .comm import failure as _failure
 _failure.install()
 
 from .comm.context import Context  # noqa: E402
-from .launch import current_context, initialize  # noqa: E402
+from .comm.context import current_context  # noqa: E402
+from .runtime import initialize  # noqa: E402
 from .comm.layout import Layout  # noqa: E402
 from .errors import HpcgnnError, InputError, LayoutError, PartitionError  # noqa: E402
 

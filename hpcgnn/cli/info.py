@@ -13,7 +13,7 @@ import json
 import os
 
 from ..errors import InputError
-from ..graph.partition_book import RangePartitionBook
+from ..partition.book import RangePartitionBook
 from ..partition.config import read_config
 from ..partition.featdtype import LOGICAL_KEY
 from ..partition.verify import structure_problems

@@ -27,7 +27,7 @@ from ..comm.agree import agreed, agreed_over
 from ..comm.mpi import MPI
 from ..comm.rss import rss_summary
 from ..errors import HpcgnnError
-from ..graph.partition_book import RangePartitionBook
+from ..partition.book import RangePartitionBook
 from ..partition.check import CHUNK_ROWS, check_partition_stream
 from ..partition.config import content_problems, read_config
 from ..partition.verify import dataset_problem, dtype_problems, expected, structure_problems

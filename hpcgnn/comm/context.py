@@ -1,9 +1,13 @@
 """``initialize()``: split one MPI launch into nodes and roles.
 
-Returns a :class:`Context` (no module-level state) holding the world, node, role
-and trainer communicators.  ``Context.finalize()`` frees, collectively and in
-reverse order, the windows registered with :meth:`Context.track` and then the
-communicators it created.
+Returns a :class:`Context` holding the world, node, role and trainer
+communicators.  ``Context.finalize()`` frees, collectively and in reverse order, the
+windows registered with :meth:`Context.track` and then the communicators it created.
+
+:func:`current_context` is the one accessor of process-global state here: the
+contexts :func:`hpcgnn.initialize` (or a standalone ``DistGraph``) opened and not yet
+finalized, newest last, so that DGL-style calls (``DistGraph(name)``) may omit
+``ctx=``.
 """
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ class Context:
             seen[k] = seen.get(k, 0) + 1
         self._resources: list = []
         self._finalize_hooks: list = []
-        self.service = None               # set by hpcgnn.initialize (hpcgnn.graph.service)
+        self.service = None               # set by hpcgnn.initialize (a hpcgnn.graph.service.Service)
         self._comms = [node_role_comm, role_comm, node_comm]
         self.finalized = False
         self.memory: dict | None = None   # at finalize: peak RSS per role (rss.role_summary)
@@ -240,3 +244,20 @@ def host_index(comm) -> tuple[int, int, str]:
         return host.Get_rank(), host.Get_size(), MPI.Get_processor_name()
     finally:
         host.Free()
+
+
+# The contexts opened in this process and not yet finalized, newest last.
+_open_contexts: list[Context] = []
+
+
+def open_context(ctx: Context) -> Context:
+    """Independent: make ``ctx`` this process's current context; returns it."""
+    _open_contexts.append(ctx)
+    return ctx
+
+
+def current_context() -> Context | None:
+    """The newest opened, not finalized context of this process, or ``None``."""
+    while _open_contexts and _open_contexts[-1].finalized:
+        _open_contexts.pop()
+    return _open_contexts[-1] if _open_contexts else None

@@ -18,6 +18,7 @@ import traceback
 
 from ..errors import HpcgnnError, PeerFailed
 from . import peers, watchdog
+from .progress import IdleBackoff
 
 
 class _Identity:
@@ -145,8 +146,6 @@ def finish_barrier(comm, what: str, timeout_s: float | None = None) -> None:
     ``HPCGNN_FINISH_TIMEOUT`` or 600 s) ends the whole job with :func:`abort_job`."""
     if comm.Get_size() == 1:
         return
-    from .progress import IdleBackoff
-
     limit = finish_timeout_s() if timeout_s is None else timeout_s
     req = comm.Ibarrier()
     t0 = time.monotonic()

@@ -46,8 +46,10 @@ import socket
 import struct
 
 from .. import logs
+from ..pyg_tmp import use_private_tmpdir
 from . import watchdog
 from .agree import agreed
+from .mpi import MPI
 
 _LOOPBACK = "127.0.0.1"
 _WILDCARD = "0.0.0.0"
@@ -123,8 +125,6 @@ def choose_address(one_host: bool, own: str | None, peers: list, explicit: str |
 
 
 def _one_host(tc) -> bool:
-    from .mpi import MPI
-
     host = tc.Split_type(MPI.COMM_TYPE_SHARED, key=tc.Get_rank())
     try:
         mine = host.Get_size() == tc.Get_size()
@@ -288,9 +288,6 @@ def export_env(ctx) -> None:
     (:func:`hpcgnn.pyg_tmp.use_private_tmpdir`).  The port is reserved here, not
     listened on: see the module's description."""
     global _reserved
-    from .mpi import MPI
-
-    from ..pyg_tmp import use_private_tmpdir
 
     use_private_tmpdir()
     tc = ctx.trainer_comm

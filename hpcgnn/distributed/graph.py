@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..graph import DistGraph as _DistGraph
-from ..graph.partition_book import RangePartitionBook
+from ..partition.book import RangePartitionBook
 from ..sampling import sample_neighbors as _sample_neighbors
 
 

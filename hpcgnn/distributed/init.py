@@ -11,8 +11,8 @@ import os
 
 from .. import logs
 from ..errors import InputError
-from ..launch import current_context
-from ..launch import initialize as _initialize
+from ..comm.context import current_context
+from ..runtime import initialize as _initialize
 
 log = logs.get("distributed")
 

@@ -3,7 +3,7 @@ book and policies, node/edge splits."""
 from .dist_graph import DistGraph
 from .dist_tensor import DistTensor
 from .embedding import DistEmbedding
-from .partition_book import RangePartitionBook
+from ..partition.book import RangePartitionBook
 from .policy import PartitionPolicy, map_to_homo_nid, map_to_per_ntype
 from .sparse_optim import SparseAdagrad, SparseAdam
 from .split import edge_split, node_split

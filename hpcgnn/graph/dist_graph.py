@@ -22,10 +22,18 @@ import numpy as np
 import torch
 
 from ..comm.agree import agreed
+from ..comm.context import current_context
+from ..comm.context import initialize as split_roles
+from ..comm.context import open_context
+from ..comm.mpi import MPI
 from ..errors import InputError
+from ..partition.book import RangePartitionBook
+from ..partition.config import read_config
 from ..partition.featdtype import LOGICAL_KEY
 from .dist_tensor import DistTensor
 from .edge_owner import EdgeOwners
+from .policy import PartitionPolicy
+from .service import Service
 
 Edges = namedtuple("Edges", ["src", "dst", "eid"])
 #: A feature's row shape and dtype (``g.node_attr_schemes()["feat"].shape``).
@@ -102,8 +110,6 @@ def _check_attached(data: dict, key, value, num, what: str) -> None:
 def _check_same_graph(held, graph_name: str, part_config: str) -> None:
     """A graph name held already, named again with a ``part_config``: it must name the
     same partitions (the same HDF5 file), or the first graph would answer silently."""
-    from ..partition.config import read_config
-
     if os.path.realpath(part_config) == os.path.realpath(held.config_path):
         return
     cfg, _ = read_config(part_config)
@@ -119,8 +125,6 @@ class DistGraph:
     trainers (distributed mode) or independent (standalone)."""
 
     def __init__(self, graph_name: str, part_config: str | None = None, *, ctx=None):
-        from ..launch import current_context
-
         ctx = ctx if ctx is not None else current_context()
         self.standalone = ctx is None
         if ctx is None:
@@ -145,8 +149,6 @@ class DistGraph:
                     have = sorted(svc.graphs) or "none"
                     raise InputError(f"DistGraph: no server holds a graph named {graph_name!r} (held: {have}); "
                                      "pass part_config= or hpcgnn.initialize(part_config=...)")
-                from ..partition.config import read_config
-
                 cfg, _ = read_config(part_config)
                 if ctx.size > 1 and not ctx.ranks_of("server"):
                     raise InputError(f"DistGraph {graph_name!r}: layout '{ctx.layout}' has no server rank "
@@ -178,11 +180,7 @@ class DistGraph:
         self.graph_name = graph_name
         t = self._t
         self._part_id = min(ctx.node_id, t.num_parts - 1)
-        from .partition_book import RangePartitionBook
-
         self._book = RangePartitionBook(t.config, self._part_id)
-        from .policy import PartitionPolicy
-
         npol, epol = PartitionPolicy("node", self._book), PartitionPolicy("edge", self._book)
         feats = t.config.get("node_feats", {})
         self.ndata = _DataView({k: DistTensor.from_store(ctx, st, f"{graph_name}:ndata:{k}", part_policy=npol,
@@ -270,15 +268,11 @@ class DistGraph:
     def get_node_partition_policy(self, ntype=None):
         """The :class:`PartitionPolicy` of the nodes of ``ntype`` (per-type ids; on a
         graph with one type, every node id)."""
-        from .policy import PartitionPolicy
-
         return PartitionPolicy(f"node:{self.ntypes[self.get_ntype_id(ntype)]}", self._book)
 
     def get_edge_partition_policy(self, etype=None):
         """The :class:`PartitionPolicy` of the edges of ``etype`` (as
         :meth:`get_node_partition_policy`)."""
-        from .policy import PartitionPolicy
-
         return PartitionPolicy(f"edge:{self._book.etypes[self.get_etype_id(etype)]}", self._book)
 
     @property
@@ -474,13 +468,7 @@ class _TypeViews:
 
 def _standalone_context():
     """A one-process context (this process is the only trainer and owns everything)."""
-    from ..comm.context import initialize as split_roles
-    from ..comm.mpi import MPI
-    from ..launch import _open_contexts
-    from .service import Service
-
     ctx = split_roles(layout="servers=0,samplers=0,trainers=1", comm=MPI.COMM_SELF)
     ctx.service = Service(ctx)
     ctx.service.start_serving()
-    _open_contexts.append(ctx)
-    return ctx
+    return open_context(ctx)

@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..comm import rowstore as rs
 from ..comm.agree import agreed
+from ..comm.context import current_context
 from ..comm.windows import RowStore
 from ..errors import InputError
-from ..launch import current_context
 from ..partition.featdtype import to_bf16_bits
+from .cache import RowCache
 from .policy import PartitionPolicy
-from .tensor_store import (_Entry, _graph_policy, _init_by_trainers, _init_values, _np_dtype, _registry,
-                           _served, _torch_dtype, bits_as_torch, bits_dtype, create_entry, free_entry,
-                           partition_owners, torch_as_bits)
+from .row_refs import RowRefs
+from .tensor_store import (_Entry, _graph_policy, _init_by_trainers, _init_values, _np_dtype, _registry, _served,
+                           _torch_dtype, bits_as_torch, bits_dtype, create_entry, free_entry, partition_owners,
+                           torch_as_bits)
 
 try:
     import torch
@@ -223,8 +226,6 @@ class DistTensor:
         or a buffer with the rows only RMA reaches, fetched now) instead of a copy; None
         where that does not apply (a dtype torch cannot hold, rows of 0 bytes, a cache
         on a device)."""
-        from .row_refs import RowRefs
-
         ids = self._index(ids)
         cache = getattr(self, "_cache", None)
         tdt = self._bits or (_torch_dtype(self._npdt) if torch is not None else None)
@@ -278,8 +279,6 @@ class DistTensor:
         that do not change (node features).  ``device``: keep the cached rows in that
         device's memory (a GPU), for :meth:`gather_to`.  ``rows``: only these rows
         may be cached (ids or a boolean mask)."""
-        from .cache import RowCache
-
         self._cache = RowCache(self, budget_bytes, hotness=hotness, graph=graph, device=device, rows=rows)
         return self._cache
 
@@ -314,8 +313,6 @@ class DistTensor:
 
     def _store_ids(self, ids):
         """The open row store and ``ids`` checked against it (int64 array)."""
-        from ..comm import rowstore as rs
-
         st = self._open_store()
         return st, rs.as_ids(ids, st.nrows, st._where)
 

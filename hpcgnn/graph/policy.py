@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .partition_book import RangePartitionBook
+from ..partition.book import RangePartitionBook
 
 NODE, EDGE = "node", "edge"
 

@@ -5,7 +5,8 @@ trainers drive it: a collective operation such as loading a graph or creating a
 DistTensor is started by the trainers with :meth:`Service.call`; the leader trainer
 sends the command to every follower (server or sampler), and then every rank of the
 world runs the same operation, so its MPI collectives line up.  Followers wait in
-:meth:`Service.serve` — a blocking receive, which keeps MPI progressing for the
+:meth:`Service.serve` — the loop :func:`hpcgnn.initialize` gives the service
+(:func:`hpcgnn.runtime.follow.follow`), which keeps MPI progressing for the
 one-sided reads aimed at their memory — until the trainers shut the service down.
 
 Commands are checked on the trainers before they are sent, so a follower only ever
@@ -17,34 +18,27 @@ the job (see :mod:`hpcgnn.comm.failure`) rather than leaving the trainers waitin
 """
 from __future__ import annotations
 
-import os
-
 from ..comm.agree import agreed_over
 from ..comm.batches import BatchChannel
 from ..comm.control import SHUTDOWN, ControlChannel
 from ..comm.failure import finish_barrier
-from ..comm.progress import IdleBackoff
 from ..errors import InputError
+from ..partition.config import read_config
+from .tables import GraphTables
+from .tensor_store import create_entry, free_entry, partition_owners
 
 
 class Service:
-    """Collective over ``ctx.world`` to create."""
-
-    #: Followers wait for commands by polling (``MPI_Improbe``, which also drives MPI
-    #: progress for one-sided traffic aimed at them) and sleeping up to
-    #: :attr:`max_idle_s` in between, instead of a blocking receive: Open MPI's
-    #: blocking receive spins on a core, which on a node with fewer cores than ranks
-    #: takes the trainers' CPU.  They do not sleep while socket traffic flows (RMA over
-    #: TCP being served: :class:`hpcgnn.comm.progress.IdleBackoff`).
-    #: ``HPCGNN_SERVER_WAIT=block`` restores the blocking receive.
-    poll_idle = os.environ.get("HPCGNN_SERVER_WAIT", "poll") != "block"
-    max_idle_s = 1e-3
+    """Collective over ``ctx.world`` to create.  ``follow``: the followers' loop that
+    :meth:`serve` runs (None: this service has no followers to run, e.g. a standalone
+    graph's)."""
 
     #: Operations a command may name (each is a method ``op_<name>``).
     OPS = ("load_graph", "free_graph", "barrier", "call_registered", "create_store", "free_store")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, follow=None):
         self.ctx = ctx
+        self._follow = follow
         self.channel = ControlChannel(ctx)
         self.batches = BatchChannel(ctx)
         self._loaders = 0
@@ -92,28 +86,12 @@ class Service:
 
     # -- followers -----------------------------------------------------------------
     def serve(self) -> None:
-        """Followers: run the leader's commands until it says shutdown.  Servers
-        block in a receive; samplers also produce mini-batches for their trainers
-        (:class:`hpcgnn.sampling.remote.SamplerWorker`)."""
+        """Followers: run the leader's commands until it says shutdown (and, on
+        samplers, make mini-batches), with the loop given at creation."""
+        if self._follow is None:
+            raise RuntimeError("Service.serve: this service was created without a followers' loop")
         self.serving = True
-        if self.ctx.is_sampler:
-            from ..sampling.remote import SamplerWorker
-
-            SamplerWorker(self).serve()
-            return
-        if not self.poll_idle:
-            while self.run_command(*self.channel.recv()):
-                pass
-            return
-        wait = IdleBackoff(self.max_idle_s)
-        try:
-            while True:
-                cmd = self.channel.poll()
-                if cmd is not None and not self.run_command(*cmd):
-                    return
-                wait(cmd is not None)
-        finally:
-            wait.close()
+        self._follow(self)
 
     def run_command(self, op: str, args: tuple) -> bool:
         """Follower: run one command; False once it was the shutdown."""
@@ -132,13 +110,8 @@ class Service:
 
     # -- operations (run on every rank of the world) ----------------------------------
     def op_load_graph(self, name: str, config_path: str):
-        from .tables import GraphTables
-        from .tensor_store import partition_owners
-
         if name in self.graphs:
             return self.graphs[name]
-        from ..partition.config import read_config
-
         cfg, _ = read_config(config_path)
         if self.ctx.size == 1 or not self.ctx.ranks_of("server"):
             owners = [self.ctx.ranks_of("trainer")[0]] * int(cfg["num_parts"])
@@ -154,13 +127,9 @@ class Service:
 
     def op_create_store(self, name, shape, dtype_str, bounds, owners, persistent):
         """A DistTensor's storage (trainers then fill it and meet in a barrier)."""
-        from .tensor_store import create_entry
-
         create_entry(self.ctx, name, shape, dtype_str, bounds, owners, persistent)
 
     def op_free_store(self, name):
-        from .tensor_store import free_entry
-
         free_entry(self.ctx, name)
 
     def op_barrier(self):

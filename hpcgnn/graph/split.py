@@ -39,7 +39,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..comm.context import current_context
 from ..errors import InputError
+from .dist_graph import TypedTensor
+from .dist_tensor import DistTensor
 from .policy import PartitionPolicy
 
 try:
@@ -59,9 +62,6 @@ def _result(ids: np.ndarray):
 def _reader(arr, n: int, what: str):
     """A function ``(start, stop) -> 1-D array`` over a NumPy array, a torch tensor,
     a DistTensor or a typed view of one (``g.nodes[t].data[name]``)."""
-    from .dist_graph import TypedTensor
-    from .dist_tensor import DistTensor
-
     if isinstance(arr, (DistTensor, TypedTensor)):
         if len(arr.shape) != 1 and not (len(arr.shape) == 2 and arr.shape[1] == 1):
             raise InputError(f"{what}: a DistTensor mask must be 1-D (or N x 1), got shape {arr.shape}")
@@ -166,7 +166,7 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
             trainer_ids = _per_type_reader(_reader(trainer_ids, nt, f"{what}: the trainer ids"), book, kind,
                                            per_type, as_mask=False)
         read = _per_type_reader(_reader(mask, nt, f"{what}: the {per_type!r} mask"), book, kind, per_type)
-        res = _split(_Fn(read), policy, force_even, None if trainer_ids is None else _Fn(trainer_ids),
+        res = _split(MaskReader(read), policy, force_even, None if trainer_ids is None else MaskReader(trainer_ids),
                      rank, num_trainers, what)
         ids = res.numpy() if hasattr(res, "numpy") else np.asarray(res)
         to_per = book.map_to_per_ntype if kind == "node" else book.map_to_per_etype
@@ -176,16 +176,16 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
         except AttributeError:      # a NumPy array without torch: no attribute
             pass
         return out
-    if tname is not None and not book.is_homogeneous and not isinstance(mask, _Fn) \
+    if tname is not None and not book.is_homogeneous and not isinstance(mask, MaskReader) \
             and _length(mask) not in (n, None):
         raise InputError(f"{what}: the mask has {_length(mask)} rows; with ntype/etype={tname!r} it needs "
                          f"one per {tname!r} ({nt}) or one per {kind} of the graph ({n})")
-    read = mask.read if isinstance(mask, _Fn) else _reader(mask, n, f"{what}: the mask")
+    read = mask.read if isinstance(mask, MaskReader) else _reader(mask, n, f"{what}: the mask")
     bounds = policy.boundaries
     P = len(bounds) - 1
 
     if trainer_ids is not None:
-        tread = trainer_ids.read if isinstance(trainer_ids, _Fn) else \
+        tread = trainer_ids.read if isinstance(trainer_ids, MaskReader) else \
             _reader(trainer_ids, n, f"{what}: the trainer ids")
         out = []
         for a, b in _chunks(n):
@@ -223,7 +223,7 @@ def _split(mask, policy: PartitionPolicy, force_even: bool, trainer_ids, rank, n
     return _result(np.concatenate(out) if out else np.empty(0, np.int64))
 
 
-class _Fn:
+class MaskReader:
     """A mask already turned into a reader."""
 
     def __init__(self, read):
@@ -245,8 +245,6 @@ def _book_of(mask, partition_book, what):
 def _trainer_of(rank, num_trainers):
     if rank is not None and num_trainers is not None:
         return rank, num_trainers
-    from ..launch import current_context
-
     ctx = current_context()
     tc = ctx.trainer_comm if ctx is not None else None
     r, n = (tc.Get_rank(), tc.Get_size()) if tc is not None else (0, 1)

@@ -39,7 +39,7 @@ from ..partition.config import read_config, verify_enabled
 from ..partition.featdtype import LOGICAL_KEY
 from ..partition.verify import PartChecks, structure_problems
 from ..errors import InputError
-from .partition_book import RangePartitionBook
+from ..partition.book import RangePartitionBook
 
 
 def _read_into(dset, rows: np.ndarray) -> np.ndarray:

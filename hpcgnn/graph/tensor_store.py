@@ -9,6 +9,7 @@ import numpy as np
 from ..comm.agree import agreed
 from ..comm.windows import RowStore
 from ..errors import InputError
+from ..partition.book import RangePartitionBook
 from .policy import PartitionPolicy
 
 try:
@@ -85,8 +86,6 @@ def partition_owners(ctx, num_parts: int, what: str) -> list[int]:
 def _graph_policy(ctx, n: int):
     """The node (else edge) :class:`PartitionPolicy` of the graph this context holds
     when it has ``n`` nodes (edges) and that choice is unique; else None."""
-    from .partition_book import RangePartitionBook
-
     svc = getattr(ctx, "service", None)
     found = {}
     for t in (getattr(svc, "graphs", None) or {}).values():

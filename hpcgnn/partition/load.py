@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..graph.partition_book import RangePartitionBook
+from .book import RangePartitionBook
 from .config import read_config, verify_enabled
 from .featdtype import LOGICAL_KEY, logical_dtype
 from .verify import PartChecks, structure_problems

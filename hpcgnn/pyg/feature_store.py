@@ -19,7 +19,7 @@ from torch_geometric.typing import FeatureTensorType
 
 from ..errors import InputError
 from ..graph import DistGraph, DistTensor
-from ..sampling.batch import float_features
+from ..sampling.precision import float_features
 from .checks import homogeneous_graph
 
 #: PyG's attribute name -> the graph's node data name, as :func:`DistFeatureStore.from_graph` maps them by default.

@@ -7,25 +7,16 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..graph.tensor_store import bits_as_torch
 from .blocks import LayerAdj, build_adjs
 from .buffers import FEATURES
+from .hetero import to_hetero
+from .precision import HALF, float_features
 
 #: How ``MiniBatch.fetch_features`` hands over ``x``: a gathered copy, or the rows'
 #: addresses (:class:`~hpcgnn.graph.row_refs.RowRefs`).
 FEATURE_ROWS = ("copy", "refs")
-
-
-#: Half-precision feature dtypes (``hpcgnn partition --feat-dtype bf16|fp16``):
-#: gathered so, handed to the model as float32 (:func:`float_features`).
-HALF = (torch.bfloat16, torch.float16)
-
-
-def float_features(x):
-    """``x`` as float32 when it holds half-precision features, else as it is."""
-    if isinstance(x, torch.Tensor) and x.dtype in HALF:
-        return x.float()
-    return x
 
 
 #: The key of the global ids in ``Block.srcdata`` / ``dstdata`` (DGL's ``dgl.NID``).
@@ -146,7 +137,7 @@ class MiniBatch:
         (``SAGEConv(x, batch.pyg_edge_index)``; ``GraphConv`` fuses it into one sparse
         product).  Every node of the batch is computed in every layer; :attr:`adjs`
         computes only what the next layer reads."""
-        from torch_geometric import EdgeIndex     # optional dependency of the batch
+        from torch_geometric import EdgeIndex  # optional dependency of the batch
 
         n = self.num_nodes
         return EdgeIndex(self.edge_index, sparse_size=(n, n),
@@ -182,8 +173,6 @@ class MiniBatch:
         the bytes) and ``x`` is float32, as for any other graph, unless ``keep_half``
         (the loader's sampler ranks send them half; the trainer makes them float32).
         Returns ``self``."""
-        from ..errors import InputError
-
         if label_rows not in ("all", "seeds"):
             raise InputError(f"MiniBatch.fetch_features: label_rows must be 'all' or 'seeds', got {label_rows!r}")
         if feature_rows not in FEATURE_ROWS:
@@ -223,8 +212,6 @@ class MiniBatch:
         """A batch sampled on a graph with several types, split by type into a
         :class:`~hpcgnn.sampling.hetero.HeteroBatch` (``x_dict``, ``edge_index_dict``,
         ``.to_pyg()`` -> ``HeteroData``) with ``feat`` and the seeds' ``label``."""
-        from .hetero import to_hetero
-
         return to_hetero(self, g, feat, label)
 
     def __iter__(self):

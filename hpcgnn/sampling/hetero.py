@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from .batch import float_features
+from .precision import float_features
 
 
 @dataclass

@@ -37,8 +37,10 @@ from ..comm.mpi import MPI
 from ..errors import InputError
 from ..graph.dist_graph import _ids
 from ..partition.arrays import unique_inverse
-from .batch import FEATURE_ROWS, float_features
+from .batch import FEATURE_ROWS
 from .plan import EpochPlan
+from .precision import float_features
+from .remote import RemoteLoader
 
 
 class _IfPresent(str):
@@ -250,8 +252,6 @@ class _Loader:
             self.task.feature_rows = "copy"     # addresses mean nothing in another process
         if mode == "samplers":
             self.task.keep_half = True          # half-precision features cross MPI so; made float32 here
-            from .remote import RemoteLoader
-
             self._remote = RemoteLoader(ctx, g, self.task, max(1, self.prefetch))
 
     def __len__(self) -> int:

@@ -1,4 +1,5 @@
-"""Sampler ranks: produce a trainer's mini-batches and send them (``mode="samplers"``).
+"""Mini-batches made on sampler ranks (``mode="samplers"``): the trainer side, and the
+frames both sides use (the sampler side is :mod:`hpcgnn.runtime.sampler`).
 
 Protocol (all on :class:`hpcgnn.comm.batches.BatchChannel`, per loader id ``lid``,
 which the trainers number alike because loaders are created collectively):
@@ -24,19 +25,16 @@ waits for a batch that will never come.
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 import torch
 
-from ..comm.progress import IdleBackoff
 from .batch import MiniBatch
 
 _ARRAYS = ("n_id", "e_id", "edge_index", "x", "y", "edge_label_index", "edge_label", "input_id", "n_type", "e_type")
 _SCALARS = ("batch_size", "num_sampled_nodes", "num_sampled_edges", "edge_dir", "extra")
 
 
-def _to_frame(b: MiniBatch):
+def to_frame(b: MiniBatch):
     """The batch as a header and its arrays; bfloat16 tensors (features partitioned
     with ``--feat-dtype bf16``: NumPy has no bfloat16) travel as their int16 bits."""
     names, arrays, bf16 = [], [], []
@@ -52,7 +50,7 @@ def _to_frame(b: MiniBatch):
     return {k: getattr(b, k) for k in _SCALARS} | {"arrays": names, "bf16": bf16}, arrays
 
 
-def _from_frame(header, arrays) -> MiniBatch:
+def from_frame(header, arrays) -> MiniBatch:
     fields = {k: header[k] for k in _SCALARS}
     fields.update({k: torch.from_numpy(a) for k, a in zip(header["arrays"], arrays)})
     for k in header.get("bf16", ()):
@@ -102,7 +100,7 @@ class _RemoteEpoch:
         # a credit only where that sampler still has steps of this epoch to send
         if self.next_step - 1 + len(rl.samplers) < self.steps:
             rl.channel.request(src, ("credit", rl.lid, rl.rank))
-        return _from_frame(header["batch"], arrays)
+        return from_frame(header["batch"], arrays)
 
     def close(self) -> None:
         rl = self.rl
@@ -116,104 +114,3 @@ class _RemoteEpoch:
                 if header.get("kind") == "end":
                     break
         self.next_step = self.steps
-
-
-class _Stream:
-    __slots__ = ("lid", "trainer", "epoch", "steps", "credits")
-
-    def __init__(self, lid, trainer, epoch, steps, credits):
-        self.lid, self.trainer, self.epoch = lid, trainer, epoch
-        self.steps, self.credits = deque(steps), credits
-
-
-class SamplerWorker:
-    """Sampler side: the serve loop of a sampler rank (see the module doc)."""
-
-    def __init__(self, service):
-        self.svc = service
-        self.ctx = service.ctx
-        self.channel = service.batches
-        self.tasks: dict[tuple[int, int], tuple] = {}     # (lid, trainer) -> (graph, task)
-        self.graphs: dict[str, object] = {}
-        self.streams: deque[_Stream] = deque()
-        self.sending: list[tuple[list, list]] = []        # (requests, arrays kept alive)
-        self.order_cache: dict[tuple[int, int, int], np.ndarray] = {}
-
-    def serve(self) -> None:
-        wait = IdleBackoff(self.svc.max_idle_s)
-        try:
-            while True:
-                busy = False
-                cmd = self.svc.channel.poll()
-                if cmd is not None:
-                    if not self.svc.run_command(*cmd):
-                        self._flush()
-                        return
-                    busy = True
-                msg = self.channel.poll_request()
-                if msg is not None:
-                    self._handle(msg)
-                    busy = True
-                if self._produce_one():
-                    busy = True
-                self.sending = [(r, a) for r, a in self.sending if not self.channel.done(r)]
-                wait(busy)
-        finally:
-            wait.close()
-
-    def _handle(self, msg) -> None:
-        kind, lid, trainer = msg[0], msg[1], msg[2]
-        if kind == "register":
-            name, task = msg[3], msg[4]
-            if name not in self.graphs:
-                from ..graph.dist_graph import DistGraph
-
-                self.graphs[name] = DistGraph.attach(self.ctx, name)
-            self.tasks[(lid, trainer)] = (self.graphs[name], task)
-        elif kind == "epoch":
-            epoch, steps, credits = msg[3], msg[4], msg[5]
-            self.streams.append(_Stream(lid, trainer, epoch, steps, credits))
-        elif kind == "credit":
-            for st in self.streams:
-                if st.lid == lid and st.trainer == trainer:
-                    st.credits += 1
-                    break
-        elif kind == "stop":
-            self.streams = deque(st for st in self.streams if not (st.lid == lid and st.trainer == trainer))
-            reqs = self.channel.send_frame(trainer, lid, {"kind": "end"}, [])
-            self.sending.append((reqs, []))
-        else:
-            raise RuntimeError(f"hpcgnn sampler {self.ctx.rank}: unknown request {kind!r} from rank {trainer}")
-
-    def _produce_one(self) -> bool:
-        for _ in range(len(self.streams)):
-            st = self.streams[0]
-            self.streams.rotate(-1)
-            if st.credits <= 0:
-                continue
-            step = st.steps.popleft()
-            st.credits -= 1
-            if not st.steps:
-                self.streams.remove(st)
-            g, task = self.tasks[(st.lid, st.trainer)]
-            key = (st.lid, st.trainer, st.epoch)
-            order = self.order_cache.get(key)
-            if order is None:
-                self.order_cache = {k: v for k, v in self.order_cache.items() if k[:2] != key[:2]}
-                order = self.order_cache[key] = task.plan.order(st.epoch)
-            b = task.make(g, st.epoch, step, order)
-            header, arrays = _to_frame(b)
-            reqs = self.channel.send_frame(st.trainer, st.lid,
-                                           {"kind": "batch", "epoch": st.epoch, "step": step, "batch": header},
-                                           arrays)
-            self.sending.append((reqs, arrays))
-            return True
-        return False
-
-    def _flush(self) -> None:
-        for reqs, _ in self.sending:
-            if reqs:
-                from ..comm.mpi import MPI
-
-                MPI.Request.Waitall(reqs)
-        self.sending = []

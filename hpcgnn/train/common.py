@@ -3,7 +3,6 @@ and a DDP hook timing the gradient allreduce."""
 from __future__ import annotations
 
 import json
-
 import random
 import time
 
@@ -11,9 +10,16 @@ import numpy as np
 import torch
 
 from .. import logs
-from ..comm.agree import agreed
+from ..allocator import keep_freed_memory
+from ..comm.agree import agreed, agreed_over
+from ..comm.context import current_context, host_index
 from ..comm.mpi import LOCK, MPI
-from ..errors import InputError
+from ..comm.torch_dist import init_process_group
+from ..errors import HpcgnnError, InputError
+from ..graph import DistGraph
+from ..graph.split import MaskReader
+from ..partition.config import read_config
+from . import checkpoint
 
 
 def allreduce(tc, values, op=MPI.SUM) -> np.ndarray:
@@ -33,14 +39,12 @@ def labelled_mask(g, mask: str, label: str):
     ``node_split``: split after leaving them out, the trainers' shares stay even
     (left out after the split, unlabelled nodes clustered in one range would leave
     one trainer few ids to cycle through)."""
-    from ..graph.split import _Fn
-
     m, y = g.ndata[mask], g.ndata[label]
 
     def read(a, b):
         ids = np.arange(a, b, dtype=np.int64)
         return (np.asarray(m[ids]).reshape(-1) != 0) & (np.asarray(y[ids]).reshape(-1) != -1)
-    return _Fn(read)
+    return MaskReader(read)
 
 
 def labelled_ids(g, cfg, tc, num_classes: int, sets: tuple) -> tuple:
@@ -89,8 +93,6 @@ def settings_or_exit(parse, argv, prog: str):
     traceback (returns None: exit status 2) instead of a job abort."""
     import sys
 
-    from ..errors import HpcgnnError
-
     try:
         with agreed(MPI.COMM_WORLD):
             return parse(argv, prog=prog)
@@ -108,10 +110,6 @@ def run_or_exit(run, cfg, prog: str) -> int:
     status 1, instead of tracebacks and an abort.  Any other error still aborts the
     whole job."""
     import sys
-
-    from ..comm.agree import agreed_over
-    from ..errors import HpcgnnError
-    from ..launch import current_context
 
     try:
         run(cfg)
@@ -174,9 +172,6 @@ def start(cfg):
     import os
 
     import hpcgnn
-    from ..graph import DistGraph
-    from ..partition.config import read_config
-    from ..allocator import keep_freed_memory
 
     ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
                             graph_name=cfg.graph_name)
@@ -198,8 +193,6 @@ def pick_device(setting: str, ctx):
     ``cpu``; ``cuda`` (an error without).  More trainers on a host than GPUs: ``auto``
     trains on the CPU (and says so), ``cuda`` is an error on every trainer (NCCL needs
     a GPU per trainer)."""
-    from ..comm.context import host_index
-
     if setting not in ("auto", "cpu", "cuda"):
         raise InputError(f"device must be auto, cpu or cuda, got {setting!r}")
     tc = ctx.trainer_comm
@@ -242,8 +235,6 @@ def wrap_ddp(ctx, model, device=None, find_unused_parameters: bool = False):
     (a relation absent from a heterogeneous batch)."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from ..comm.torch_dist import init_process_group
-
     device = device or torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -274,8 +265,6 @@ def partitions_digest(g) -> str:
 
 def all_checkpoints(tc, run_dir: str) -> list[str]:
     """Collective over the trainers: the complete checkpoint paths, oldest first."""
-    from . import checkpoint
-
     found = checkpoint.complete(run_dir) if tc.Get_rank() == 0 else None
     return tc.bcast(found, root=0)
 
@@ -295,8 +284,6 @@ def check_run_dir(run_dir: str) -> None:
     (InputError otherwise): a second job writing the same run_dir at the same time
     would interleave logs and prune the other's checkpoints."""
     import os
-
-    from ..errors import InputError
 
     probe = os.path.join(run_dir, ".write-test")
     try:
@@ -318,8 +305,6 @@ def _lock_run_dir(run_dir: str) -> None:
     import fcntl
     import os
     import socket
-
-    from ..errors import InputError
 
     key = os.path.realpath(run_dir)
     if key in _LOCKS:
@@ -345,8 +330,6 @@ def _lock_run_dir(run_dir: str) -> None:
     fh.write(f"pid {os.getpid()} on {socket.gethostname()}" + (f", SLURM job {job}" if job else "") + "\n")
     fh.flush()
     _LOCKS[key] = fh
-    from ..launch import current_context
-
     ctx = current_context()
     if ctx is not None:         # released when the run's launch ends (a later run in this process may lock it)
         ctx.on_finalize(lambda: _unlock(key))

@@ -18,7 +18,7 @@ import torch
 
 from ..comm.mpi import LOCK, MPI
 from ..graph import DistTensor, node_split
-from ..launch import current_context
+from ..comm.context import current_context
 from ..sampling import NeighborSampler
 
 

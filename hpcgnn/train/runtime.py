@@ -37,7 +37,7 @@ from ..comm import peers, watchdog
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError, NonFiniteLoss
-from ..launch import current_context
+from ..comm.context import current_context
 from .common import (allreduce, allsum, check_run_dir, newest_checkpoint, partitions_digest, pick_device,
                      wrap_ddp)
 from .loop import Checkpoints, progress_bar, run_steps, stop_message

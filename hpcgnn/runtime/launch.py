@@ -2,7 +2,7 @@
 
 Collective over the world.  It splits the launch into roles
 (:func:`hpcgnn.comm.context.initialize`), starts the :class:`~hpcgnn.graph.service.Service`
-on every rank, optionally loads a partitioned graph into the servers' windows, and
+on every rank (its followers run :func:`hpcgnn.runtime.follow.follow`), optionally loads a partitioned graph into the servers' windows, and
 then, on server and sampler ranks, serves the trainers until they finish and ends
 the process cleanly (``serve=True``, the default) — so the same script runs on every
 rank, as with DGL.  On trainer ranks it returns the :class:`~hpcgnn.comm.Context`.
@@ -13,22 +13,17 @@ import atexit
 import os
 import sys
 
-from .comm import signals
-from .comm.agree import agreed, agreed_over
-from .comm.context import Context
-from .comm.context import initialize as split_roles
-from .errors import InputError
-
-# The contexts initialized by this process and not yet finalized, newest last.  Used
-# only to let DGL-style calls (``DistGraph(name)``) omit ``ctx=``.
-_open_contexts: list[Context] = []
-
-
-def current_context() -> Context | None:
-    """The newest initialized, not finalized context of this process, or ``None``."""
-    while _open_contexts and _open_contexts[-1].finalized:
-        _open_contexts.pop()
-    return _open_contexts[-1] if _open_contexts else None
+from ..comm import signals
+from ..comm.agree import agreed, agreed_over
+from ..comm.context import Context, current_context
+from ..comm.context import initialize as split_roles
+from ..comm.context import open_context
+from ..comm.failure import abort_job
+from ..comm.mpi import MPI
+from ..errors import InputError
+from ..graph.service import Service
+from ..partition.config import read_config
+from .follow import follow
 
 
 def initialize(layout=None, ranks_per_node=None, part_config: str | None = None, *,
@@ -43,9 +38,6 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
     with ``serve=False`` the context is returned on every rank and the caller runs
     ``ctx.service.serve()`` on followers itself (tests do).
     """
-    from .graph.service import Service
-    from .partition.config import read_config
-
     prev = current_context()
     svc = getattr(prev, "service", None)
     if prev is not None and prev.size > 1 and svc is not None and svc.serving and not svc.stopped \
@@ -60,7 +52,7 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
                          "from the launch (mpirun/srun): see docs/roles.md")
     ctx = split_roles(layout, ranks_per_node, comm)
     signals.install()
-    ctx.service = Service(ctx)
+    ctx.service = Service(ctx, follow=follow)
     part_config = part_config or os.environ.get("HPCGNN_PART_CONFIG") or None
     if part_config is not None:
         try:
@@ -74,16 +66,16 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
                 ctx.finalize()
             raise
     ctx.service.start_serving()
-    _open_contexts.append(ctx)
+    open_context(ctx)
     if not ctx.is_trainer and serve:
         ctx.service.serve()
         ctx.finalize()
         sys.stdout.flush()
         sys.exit(0)
     if ctx.is_trainer:
-        # imported here: servers and samplers never load torch
-        from . import allocator, bernoulli
-        from .comm.torch_dist import export_env
+        # imported here, not at the top: servers and samplers never load torch
+        from .. import allocator, bernoulli
+        from ..comm.torch_dist import export_env
 
         export_env(ctx)          # torch.distributed.init_process_group() works as under DGL's launcher
         # what every model's training step gains on a trainer, whoever wrote the loop
@@ -102,8 +94,6 @@ def _finalize_at_exit(ctx: Context) -> None:
         try:
             ctx.finalize()
         except BaseException:
-            from .comm.failure import abort_job
-
             abort_job(*sys.exc_info())
 
 
@@ -111,8 +101,6 @@ def _finalize_before_mpi_finalize(ctx: Context) -> None:
     """A script that ends with ``MPI.Finalize()`` (without ``ctx.finalize()``) would
     block in it while the servers wait for commands: MPI deletes ``COMM_SELF``'s
     attributes first thing in ``MPI_Finalize``, and this one's deletion finalizes."""
-    from .comm.mpi import MPI
-
     def delete(comm, keyval, value):
         _finalize_at_exit(ctx)
 
