@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 
+from ..comm.mpi import MPI
 from ..errors import InputError
 from ..partition.book import RangePartitionBook
 from ..partition.config import read_config
@@ -132,7 +133,6 @@ def _table(s: dict) -> str:
 
 
 def run(args) -> int:
-    from ..comm.mpi import MPI
 
     if MPI.COMM_WORLD.Get_rank() != 0:
         return 0

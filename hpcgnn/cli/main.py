@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = take_log_options(sys.argv[1:] if argv is None else list(argv))
     if world().Get_size() > 1:
         peers.record(world(), "no role", "?")    # a rank lost before initialize is named too
-    if argv[:1] == ["train"]:            # its own parser (settings, TOML file, --help)
+    if argv[:1] == ["train"]:   # its own parser (settings, TOML file, --help), loaded only for train
         from .train import main_argv
 
         return int(main_argv(argv[1:]) or 0)

@@ -59,7 +59,7 @@ def _fanouts(text: str, rank: int) -> list[int]:
 
 
 def run(args) -> int:
-    from ..partition.pipeline import partition_graph
+    from ..partition.pipeline import partition_graph   # when run: other commands do not load the partitioner
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()

@@ -36,7 +36,7 @@ def main_argv(rest: list[str]) -> int:
             return 2
         os.environ["HPCGNN_TIMEOUT"] = rest[i + 1]
         rest = rest[:i] + rest[i + 2:]
-    if task == "link":
+    if task == "link":    # only the task that runs is imported (each loads torch and its models)
         from ..train.link_prediction import main
     elif task == "rgcn":
         from ..train.rgcn import main
