@@ -2,12 +2,22 @@
 and a DDP hook timing the gradient allreduce."""
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
 import json
+import os
 import random
+import socket
+import sys
 import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+import hpcgnn
 
 from .. import logs
 from ..allocator import keep_freed_memory
@@ -91,8 +101,6 @@ def settings_or_exit(parse, argv, prog: str):
     """``parse(argv, prog=prog)`` on every rank of the world (the same flags and
     files everywhere); bad settings end every rank with one line each and no
     traceback (returns None: exit status 2) instead of a job abort."""
-    import sys
-
     try:
         with agreed(MPI.COMM_WORLD):
             return parse(argv, prog=prog)
@@ -109,8 +117,6 @@ def run_or_exit(run, cfg, prog: str) -> int:
     every rank) ends the job cleanly: one line per rank, the servers released, exit
     status 1, instead of tracebacks and an abort.  Any other error still aborts the
     whole job."""
-    import sys
-
     try:
         run(cfg)
         return 0
@@ -135,8 +141,6 @@ class AllreduceTimer:
         self.seconds = 0.0
 
     def hook(self, state, bucket):
-        import torch.distributed as dist
-
         t0 = time.perf_counter()
         buf = bucket.buffer()
         buf.div_(dist.get_world_size())
@@ -169,9 +173,6 @@ def start(cfg):
     (``cfg.threads``, or the node's cores shared among its ranks), malloc keeping
     freed memory (:mod:`hpcgnn.allocator`), and the graph:
     ``(ctx, trainer communicator, DistGraph)``."""
-    import os
-
-    import hpcgnn
 
     ctx = hpcgnn.initialize(cfg.layout, cfg.ranks_per_node, part_config=cfg.part_config,
                             graph_name=cfg.graph_name)
@@ -233,8 +234,6 @@ def wrap_ddp(ctx, model, device=None, find_unused_parameters: bool = False):
     model moves to ``device`` (NCCL between GPUs, gloo between CPUs).
     ``find_unused_parameters``: for models whose batches may leave parts unused
     (a relation absent from a heterogeneous batch)."""
-    from torch.nn.parallel import DistributedDataParallel
-
     device = device or torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -255,9 +254,6 @@ def partitions_digest(g) -> str:
     """A short digest of the partitioned graph (its datasets' checksums, else its
     node and edge maps): a checkpoint's node-indexed state (embedding rows, loader
     positions) belongs to one partitioning of one graph."""
-    import hashlib
-    import json
-
     pc = g.get_partition_config()
     what = pc.get("checksums") or {"node_map": pc.get("node_map"), "edge_map": pc.get("edge_map")}
     return hashlib.sha1(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
@@ -283,8 +279,6 @@ def check_run_dir(run_dir: str) -> None:
     """Create ``run_dir``, check that it takes a file, and lock it for this job
     (InputError otherwise): a second job writing the same run_dir at the same time
     would interleave logs and prune the other's checkpoints."""
-    import os
-
     probe = os.path.join(run_dir, ".write-test")
     try:
         os.makedirs(run_dir, exist_ok=True)
@@ -301,11 +295,6 @@ def _lock_run_dir(run_dir: str) -> None:
     or this process ends (the kernel releases it even when the process is killed, so
     a requeued job never finds a stale lock).  File systems without locks are let
     through."""
-    import errno
-    import fcntl
-    import os
-    import socket
-
     key = os.path.realpath(run_dir)
     if key in _LOCKS:
         return
