@@ -81,3 +81,15 @@ def test_the_graph_and_the_samplers_do_not_import_the_runtime():
     edges = _edges(_modules())
     below = [m for m in edges if m.startswith(("hpcgnn.graph", "hpcgnn.sampling", "hpcgnn.comm", "hpcgnn.partition"))]
     assert not [(m, t) for m in below for t in edges[m] if t.startswith("hpcgnn.runtime")]
+
+
+def test_no_module_imports_another_modules_private_names():
+    """The seams are public: ``from hpcgnn.x import _name`` appears nowhere (the
+    compiled module ``_ext`` and the build record ``_buildinfo`` are modules)."""
+    found = []
+    for m, path in _modules().items():
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("hpcgnn")):
+                found += [(m, a.name) for a in node.names
+                          if a.name.startswith("_") and a.name not in ("_ext", "_buildinfo", "__version__")]
+    assert found == []

@@ -471,7 +471,7 @@ def test_graph_level_chi_square_catches_a_biased_kernel(graph, monkeypatch):
     g, o = graph
     fake = types.SimpleNamespace(sample_ranges=lambda rows, f, rep, seed, w=None, nt=1:
                                  biased_first_k(rows.reshape(-1, 2), f))
-    monkeypatch.setattr(nbmod, "_kernels", lambda: fake)
+    monkeypatch.setattr(nbmod, "kernels", lambda: fake)
     cand = np.flatnonzero(o.deg > 6)[:40]
     fanout, T = 4, 1500
     _, _, eid = sample_neighbors(g, np.repeat(cand, T), fanout, rng=5)

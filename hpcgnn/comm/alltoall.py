@@ -9,6 +9,8 @@ datatypes.
   row).  Rows arrive grouped by source rank, in the order the source sent them.
   Large exchanges are split into rounds so that no MPI count or displacement
   exceeds 32 bits.
+* :func:`alltoallv_grouped` does the same for rows already grouped by destination
+  (the counts known: e.g. a fixed exchange repeated, :class:`~hpcgnn.comm.ghosts.Ghosts`).
 * :func:`query` sends keys to their owners, which answer with one row per key; the
   answers come back in the order of the keys.
 * :func:`exscan_sum`, :func:`allgather_rows`: small collectives on integer vectors;
@@ -53,8 +55,9 @@ def exchange_counts(comm, send_counts: np.ndarray) -> np.ndarray:
     return recv
 
 
-def _alltoallv_sorted(comm, buf: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray) -> np.ndarray:
-    """Exchange rows already grouped by destination (row = first axis)."""
+def alltoallv_grouped(comm, buf: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray) -> np.ndarray:
+    """Collective: exchange rows already grouped by destination (row = first axis):
+    ``send_counts[r]`` rows to rank ``r``, ``recv_counts[r]`` from it."""
     tail = buf.shape[1:]
     row_bytes = int(np.prod(tail, dtype=np.int64)) * buf.dtype.itemsize
     out = np.empty((int(recv_counts.sum()),) + tail, dtype=buf.dtype)
@@ -109,7 +112,7 @@ def alltoallv(comm, dest, *arrays: np.ndarray, return_counts: bool = False):
         a = np.asarray(a)
         if len(a) != len(order):
             raise ValueError(f"alltoallv: array has {len(a)} rows, dest has {len(order)}")
-        out.append(_alltoallv_sorted(comm, np.ascontiguousarray(a[order]), send_counts, recv_counts))
+        out.append(alltoallv_grouped(comm, np.ascontiguousarray(a[order]), send_counts, recv_counts))
     if return_counts:
         return out, recv_counts
     return out
@@ -130,7 +133,7 @@ def alltoallv_consume(comm, arrays: list, dest_of) -> list:
             raise ValueError(f"alltoallv: array has {len(a)} rows, dest has {len(order)}")
         buf = np.ascontiguousarray(a[order])
         del a
-        out.append(_alltoallv_sorted(comm, buf, send_counts, recv_counts))
+        out.append(alltoallv_grouped(comm, buf, send_counts, recv_counts))
         del buf
     return out
 
@@ -147,14 +150,14 @@ def query(comm, owner, keys: np.ndarray, respond):
     keys = np.asarray(keys)
     order, send_counts = group_by_dest(owner, size)
     recv_counts = exchange_counts(comm, send_counts)
-    got = _alltoallv_sorted(comm, np.ascontiguousarray(keys[order]), send_counts, recv_counts)
+    got = alltoallv_grouped(comm, np.ascontiguousarray(keys[order]), send_counts, recv_counts)
     answer = respond(got)
     single = not isinstance(answer, tuple)
     answers = (answer,) if single else answer
     results = []
     for ans in answers:
         ans = np.asarray(ans)
-        back = _alltoallv_sorted(comm, np.ascontiguousarray(ans), recv_counts, send_counts)
+        back = alltoallv_grouped(comm, np.ascontiguousarray(ans), recv_counts, send_counts)
         res = np.empty_like(back)
         res[order] = back
         results.append(res)

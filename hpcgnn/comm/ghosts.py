@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _ext
 from .agree import agreed
-from .alltoall import _alltoallv_sorted, exchange_counts
+from .alltoall import alltoallv_grouped, exchange_counts
 
 #: Bitmap words turned into ids per step (bounds the temporaries: 64 MB).
 WORDS = 1 << 20
@@ -59,7 +59,7 @@ class Ghosts:
         bounds = np.asarray(vtxdist, dtype=np.int64)
         self.recv_counts = np.diff(np.searchsorted(self.ids, bounds)).astype(np.int64)
         self.send_counts = exchange_counts(comm, self.recv_counts)
-        asked = _alltoallv_sorted(comm, self.ids, self.recv_counts, self.send_counts)
+        asked = alltoallv_grouped(comm, self.ids, self.recv_counts, self.send_counts)
         asked -= self.lo
         #: this rank's vertices (local index) the other ranks read, grouped by reader
         self.send_idx = asked.astype(np.int32) if self.n < 2**31 else asked
@@ -99,4 +99,4 @@ class Ghosts:
         if self.comm.Get_size() == 1:
             return np.empty((0,) + local.shape[1:], dtype=local.dtype)
         send = np.ascontiguousarray(local[self.send_idx])
-        return _alltoallv_sorted(self.comm, send, self.send_counts, self.recv_counts)
+        return alltoallv_grouped(self.comm, send, self.send_counts, self.recv_counts)

@@ -91,8 +91,9 @@ class RowStore(RowWrites):
     #: over TCP: 5% faster than one ``Get`` and ``Flush``).  0: one ``Get`` per owner.
     get_first_piece_bytes = 3 << 17
     #: Read rows of other (virtual) nodes of this host straight from the mapped shared
-    #: segment instead of with an RMA ``Get`` (``HPCGNN_SHM_READS=rma`` turns it off).
-    direct_shm_reads = os.environ.get("HPCGNN_SHM_READS", "direct") != "rma"
+    #: segment instead of with an RMA ``Get``: None follows ``HPCGNN_SHM_READS`` (read at
+    #: each gather; ``rma`` turns it off), True/False overrides it.
+    direct_shm_reads: bool | None = None
 
     # ------------------------------------------------------------------ creation
     @classmethod
@@ -278,6 +279,22 @@ class RowStore(RowWrites):
 
     # ------------------------------------------------------------------ facts
     @property
+    def bounds(self) -> np.ndarray:
+        """The row ranges' boundaries (int64, ``len(owners) + 1``): range ``k`` is rows
+        ``bounds[k]:bounds[k+1]``."""
+        return self._bounds
+
+    @property
+    def owners(self) -> np.ndarray:
+        """The world rank owning each row range."""
+        return self._owners
+
+    @property
+    def freed(self) -> bool:
+        """Whether :meth:`free` ran (the rows are gone)."""
+        return self._freed
+
+    @property
     def local_range(self) -> tuple[int, int]:
         """``(start, stop)`` of the rows this rank owns (its ranges must be adjacent
         for this to be one slice; ``(0, 0)`` when it owns none)."""
@@ -341,14 +358,19 @@ class RowStore(RowWrites):
             self.last_cache_hits = int(np.count_nonzero(range_of == -2))
         return addr, fetched
 
+    def _shm_direct(self) -> bool:
+        if self.direct_shm_reads is not None:
+            return bool(self.direct_shm_reads)
+        return os.environ.get("HPCGNN_SHM_READS", "direct") != "rma"
+
     def _direct(self, k: int) -> bool:
-        return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self.direct_shm_reads))
+        return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self._shm_direct()))
 
     def _readable(self):
         """``(bounds, direct, bases)`` for the compiled lookups: the range bounds as
         int64, which ranges this rank reads in place, and their first rows' addresses
         (0 for the others)."""
-        key = bool(self.direct_shm_reads)
+        key = self._shm_direct()
         if self._readable_cache is None or self._readable_cache[0] != key:
             K = len(self._bounds) - 1
             direct = np.array([self._direct(k) for k in range(K)], dtype=bool)

@@ -85,7 +85,7 @@ class SyntheticSpec:
             raise bad("chunk_nodes", f"must be >= 1, got {self.chunk_nodes}")
 
 
-def _pareto_scale(mean: float, cap: float, k: float = DEGREE_SHAPE) -> float:
+def pareto_scale(mean: float, cap: float, k: float = DEGREE_SHAPE) -> float:
     """Scale ``m`` such that E[min(m * U**(-1/k), cap)] == mean (pure)."""
     def clipped_mean(m: float) -> float:
         if m >= cap:
@@ -122,7 +122,7 @@ class SyntheticModel:
         self.centroids = cent.astype(np.float32)
         d = float(spec.avg_degree)
         self.cap = max(2.0 * d, min(float(n), 1000.0 * d))
-        self.scale = _pareto_scale(d, self.cap) if d > 0 else 0.0
+        self.scale = pareto_scale(d, self.cap) if d > 0 else 0.0
 
     def chunk_range(self, chunk: int) -> tuple[int, int]:
         """Node ids ``[lo, hi)`` of a chunk."""

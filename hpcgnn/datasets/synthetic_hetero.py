@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import chunked, diskspace, raw
-from .synthetic import CHUNK_NODES, DEGREE_SHAPE, DEST_SKEW, SyntheticSpec, _pareto_scale
+from .synthetic import CHUNK_NODES, DEGREE_SHAPE, DEST_SKEW, SyntheticSpec, pareto_scale
 
 NTYPES = ["paper", "author", "institution", "field"]
 PAPER, AUTHOR, INSTITUTION, FIELD = range(4)
@@ -126,7 +126,7 @@ class HeteroModel:
         self.centroids = cent.astype(np.float32)
         d = float(spec.avg_degree)
         self.cap = max(2.0 * d, min(float(self.counts[PAPER]), 1000.0 * d))
-        self.scale = _pareto_scale(d, self.cap) if d > 0 else 0.0
+        self.scale = pareto_scale(d, self.cap) if d > 0 else 0.0
 
     def num_chunks(self) -> int:
         return -(-self.spec.num_nodes // self.spec.chunk_nodes)

@@ -42,8 +42,8 @@ class RowCache:
         row_bytes = max(1, store.row_bytes)
         capacity = int(budget_bytes) // row_bytes
         remote = np.zeros(n, dtype=bool)
-        bounds = np.asarray(store._bounds, dtype=np.int64)
-        for k, owner in enumerate(store._owners.tolist()):
+        bounds = np.asarray(store.bounds, dtype=np.int64)
+        for k, owner in enumerate(store.owners.tolist()):
             if ctx.node_of(int(owner)) != ctx.node_id:
                 remote[bounds[k]:bounds[k + 1]] = True
         eligible = remote

@@ -51,7 +51,7 @@ def expand_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.repeat(starts.astype(np.int64), lens) + (np.arange(total, dtype=np.int64) - offs)
 
 
-def _ids(ids, n: int, what: str) -> np.ndarray:
+def as_ids(ids, n: int, what: str) -> np.ndarray:
     if isinstance(ids, slice):
         return np.arange(*ids.indices(n), dtype=np.int64)
     if isinstance(ids, torch.Tensor):
@@ -211,6 +211,14 @@ class DistGraph:
         return self._book.is_homogeneous
 
     @property
+    def tables(self):
+        """The served structure samplers read (:class:`~hpcgnn.graph.tables.GraphTables`),
+        the seam between the graph and whatever samples from it: ``csr`` (each node's
+        edge range per edge type, a ``RowStore``), ``indices`` (each edge's neighbour),
+        ``num_etypes``, ``edata`` / ``ndata`` (the stores by feature name), ``config``."""
+        return self._t
+
+    @property
     def nodes(self):
         """``g.nodes[ntype].data[name]``: the node data of one type, indexed by
         per-type ids (DGL's typed view); ``g.nodes[ntype].ids(per_type)`` gives the
@@ -287,7 +295,7 @@ class DistGraph:
 
     def node_types_of(self, nids) -> np.ndarray:
         """Independent: node type index of each homogeneous node id (from the ranges)."""
-        return self._book.map_to_per_ntype(_ids(nids, self._t.num_nodes, "node_types_of"))[0]
+        return self._book.map_to_per_ntype(as_ids(nids, self._t.num_nodes, "node_types_of"))[0]
 
     @property
     def edge_dir(self) -> str:
@@ -335,12 +343,12 @@ class DistGraph:
         return self._t.csr.gather(nodes).reshape(len(nodes), T, 2) if len(nodes) else np.zeros((0, T, 2), np.int64)
 
     def _stored_degree(self, v):
-        n = _ids(v, self._t.num_nodes, "degrees")
+        n = as_ids(v, self._t.num_nodes, "degrees")
         rows = self._csr_rows(n)
         return torch.from_numpy((rows[:, :, 1] - rows[:, :, 0]).sum(axis=1))
 
     def _other_degree(self, v):
-        n = _ids(v, self._t.num_nodes, "degrees")
+        n = as_ids(v, self._t.num_nodes, "degrees")
         return torch.from_numpy(self._t.rev_degree.gather(n) if len(n) else np.zeros(0, np.int64))
 
     def _degrees(self, v, stored: bool):
@@ -360,14 +368,14 @@ class DistGraph:
 
     def find_edges(self, eids):
         """``(src, dst)`` of each edge id, as torch tensors."""
-        e = _ids(eids, self._t.num_edges, "find_edges")
+        e = as_ids(eids, self._t.num_edges, "find_edges")
         other = self._t.indices.gather(e) if len(e) else np.zeros(0, np.int64)
         owner = self._owners(e)
         src, dst = (other, owner) if self.edge_dir == "in" else (owner, other)
         return torch.from_numpy(src), torch.from_numpy(dst)
 
     def _stored_subgraph(self, nodes) -> Edges:
-        n = _ids(nodes, self._t.num_nodes, "subgraph")
+        n = as_ids(nodes, self._t.num_nodes, "subgraph")
         rows = self._csr_rows(n)
         eids = expand_ranges(rows[:, :, 0].reshape(-1), rows[:, :, 1].reshape(-1))
         owner = np.repeat(n, (rows[:, :, 1] - rows[:, :, 0]).sum(axis=1))
@@ -426,10 +434,10 @@ class TypedTensor:
         return self._num
 
     def __getitem__(self, ids):
-        return self.tensor[torch.from_numpy(self._to_homo(_ids(ids, self._num, self.name)))]
+        return self.tensor[torch.from_numpy(self._to_homo(as_ids(ids, self._num, self.name)))]
 
     def __setitem__(self, ids, value):
-        self.tensor[torch.from_numpy(self._to_homo(_ids(ids, self._num, self.name)))] = value
+        self.tensor[torch.from_numpy(self._to_homo(as_ids(ids, self._num, self.name)))] = value
 
     def __repr__(self):
         return f"TypedTensor({self.name!r}, shape={self.shape}, dtype={self.dtype})"
@@ -442,7 +450,7 @@ class _TypeView:
             book.ntype_id(tname)
             self.type_name, self.num = tname, book.num_nodes_of(tname)
             self.ids = lambda per: book.map_to_homo_nid(per, tname)
-            feats = g._t.config["node_feats"]
+            feats = g.tables.config["node_feats"]
             tensors = {k: v for k, v in g.ndata.items() if tname in feats.get(k, {}).get("ntypes", [tname])}
         else:
             t = book.etype_id(tname)

@@ -34,8 +34,8 @@ from ..partition.featdtype import to_bf16_bits
 from .cache import RowCache
 from .policy import PartitionPolicy
 from .row_refs import RowRefs
-from .tensor_store import (_Entry, _graph_policy, _init_by_trainers, _init_values, _np_dtype, _registry, _served,
-                           _torch_dtype, bits_as_torch, bits_dtype, create_entry, free_entry, partition_owners,
+from .tensor_store import (Entry, graph_policy, init_by_trainers, init_values, np_dtype, registry, served,
+                           torch_dtype, bits_as_torch, bits_dtype, create_entry, free_entry, partition_owners,
                            torch_as_bits)
 
 try:
@@ -58,14 +58,14 @@ class DistTensor:
 
     def __init__(self, shape, dtype, name=None, init_func=None, part_policy=None, persistent=False, *, ctx=None):
         ctx = _live_context(ctx)
-        served = _served(ctx)
+        is_served = served(ctx)
         # Served launch: the trainers alone call this; servers join through the
         # command loop.  Otherwise every rank of the world calls it.
-        comm = ctx.trainer_comm if served else ctx.world
-        reg = _registry(ctx)
+        comm = ctx.trainer_comm if is_served else ctx.world
+        reg = registry(ctx)
         with agreed(comm):
             shape = _checked_shape(shape, name)
-            npdt = _np_dtype(dtype)
+            npdt = np_dtype(dtype)
             bounds, owners, part_policy = _row_layout(ctx, reg, shape, name, part_policy)
             if name is not None:
                 name = str(name)
@@ -77,7 +77,7 @@ class DistTensor:
         entry = reg.get(name)
         if entry is None:
             spec = (name, shape, npdt.str, np.asarray(bounds).tolist(), list(owners), bool(persistent))
-            if served:
+            if is_served:
                 entry = _create_served(ctx, reg, spec, dtype, init_func)
             else:
                 entry = _create_here(ctx, reg, spec, dtype, init_func)
@@ -87,7 +87,7 @@ class DistTensor:
         self._name = name
         self._shape = shape
         self._npdt = npdt
-        self._dtype = dtype if (torch is not None and isinstance(dtype, torch.dtype)) else (_torch_dtype(npdt) or npdt)
+        self._dtype = dtype if (torch is not None and isinstance(dtype, torch.dtype)) else (torch_dtype(npdt) or npdt)
         self._bits = None
         self._rounded = False
         self._policy = part_policy
@@ -110,14 +110,14 @@ class DistTensor:
             raise InputError(f"DistTensor {name!r}: a {logical_dtype} tensor needs a uint16 store, got {store.dtype}")
         self = cls.__new__(cls)
         self._ctx = ctx
-        self._entry = _Entry(store, tuple(store.shape), store.dtype, np.asarray(store._bounds), True)
+        self._entry = Entry(store, tuple(store.shape), store.dtype, np.asarray(store.bounds), True)
         self._store = store
         self._name = str(name)
         self._shape = tuple(store.shape)
         self._npdt = store.dtype
         self._bits = bits
         self._rounded = logical_dtype in ("bfloat16", "float16")
-        self._dtype = bits or _torch_dtype(store.dtype) or store.dtype
+        self._dtype = bits or torch_dtype(store.dtype) or store.dtype
         self._policy = part_policy
         self._persistent = True
         self._released = False
@@ -159,7 +159,7 @@ class DistTensor:
         return f"DistTensor({self._name!r}, shape={self._shape}, dtype={self._dtype})"
 
     def _open_store(self):
-        if self._released or self._store._freed:
+        if self._released or self._store.freed:
             raise InputError(f"DistTensor {self._name!r}: the tensor has been freed")
         return self._store
 
@@ -216,7 +216,7 @@ class DistTensor:
         :attr:`dtype` (no copy), or the NumPy array when torch cannot hold its dtype."""
         if self._bits is not None:
             return bits_as_torch(rows, self._bits)
-        if torch is not None and _torch_dtype(self._npdt) is not None:
+        if torch is not None and torch_dtype(self._npdt) is not None:
             return torch.from_numpy(rows)
         return rows
 
@@ -228,7 +228,7 @@ class DistTensor:
         on a device)."""
         ids = self._index(ids)
         cache = getattr(self, "_cache", None)
-        tdt = self._bits or (_torch_dtype(self._npdt) if torch is not None else None)
+        tdt = self._bits or (torch_dtype(self._npdt) if torch is not None else None)
         if tdt is None or (cache is not None and cache.device is not None):
             return None
         st, ids = self._store_ids(ids)
@@ -335,7 +335,7 @@ class DistTensor:
         """Collective over the trainers (served launch) or the world: writes before it
         are visible to reads after."""
         st = self._open_store()
-        if _served(self._ctx):
+        if served(self._ctx):
             st.barrier(self._ctx.trainer_comm)
         else:
             st.barrier()
@@ -348,10 +348,10 @@ class DistTensor:
         self._released = True
         if self._persistent:
             return
-        reg = _registry(self._ctx)
+        reg = registry(self._ctx)
         if reg.get(self._name) is not self._entry:
             return
-        if _served(self._ctx):
+        if served(self._ctx):
             self._ctx.service.call("free_store", self._name)
         else:
             free_entry(self._ctx, self._name)
@@ -401,12 +401,12 @@ def _row_layout(ctx, reg, shape, name, part_policy):
     if name is not None and str(name) in reg:
         # a second handle on a named tensor keeps its row layout (and policy)
         old = reg[str(name)]
-        return old.bounds, [int(o) for o in old.store._owners], getattr(old, "policy", None)
-    graph_policy = _graph_policy(ctx, shape[0])
-    if graph_policy is not None:
+        return old.bounds, [int(o) for o in old.store.owners], getattr(old, "policy", None)
+    policy_of_graph = graph_policy(ctx, shape[0])
+    if policy_of_graph is not None:
         # as DGL does: one row per node (edge) of the graph held: rows follow its partitions
-        bounds = graph_policy.boundaries
-        return bounds, partition_owners(ctx, len(bounds) - 1, f"DistTensor {name!r}"), graph_policy
+        bounds = policy_of_graph.boundaries
+        return bounds, partition_owners(ctx, len(bounds) - 1, f"DistTensor {name!r}"), policy_of_graph
     servers = ctx.ranks_of("server") or ([0] if ctx.size == 1 else [])
     if not servers:
         raise InputError(f"DistTensor {name!r}: the layout '{ctx.layout}' has no server rank to hold rows")
@@ -438,7 +438,7 @@ def _create_served(ctx, reg, spec, dtype, init_func):
     ctx.service.call("create_store", *spec)
     entry = reg[name]
     try:
-        _init_by_trainers(ctx, entry.store, name, shape, dtype, init_func)
+        init_by_trainers(ctx, entry.store, name, shape, dtype, init_func)
     except BaseException:           # the same error on every trainer (agreed)
         entry.store.barrier(ctx.trainer_comm)
         ctx.service.call("free_store", name)     # the name is free to try again
@@ -457,7 +457,7 @@ def _create_here(ctx, reg, spec, dtype, init_func):
         with agreed(ctx.world):
             if init_func is not None and store.local_rows.shape[0]:
                 lo, hi = store.local_range
-                store.local_rows[...] = _init_values(init_func, (hi - lo,) + shape[1:], dtype,
+                store.local_rows[...] = init_values(init_func, (hi - lo,) + shape[1:], dtype,
                                                      store.local_rows.shape, name)
         store.barrier()
     except BaseException:

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover
     torch = None
 
 
-def _np_dtype(dtype) -> np.dtype:
+def np_dtype(dtype) -> np.dtype:
     if torch is not None and isinstance(dtype, torch.dtype):
         try:
             return torch.empty(0, dtype=dtype).numpy().dtype
@@ -30,7 +30,7 @@ def _np_dtype(dtype) -> np.dtype:
         raise InputError(f"DistTensor: unknown dtype {dtype!r}") from None
 
 
-def _torch_dtype(npdt: np.dtype):
+def torch_dtype(npdt: np.dtype):
     if torch is None:
         return None
     try:
@@ -55,7 +55,7 @@ def torch_as_bits(t, npdt: np.dtype) -> np.ndarray:
     return t.detach().view(torch.int16).numpy().view(npdt)
 
 
-def _registry(ctx) -> dict:
+def registry(ctx) -> dict:
     reg = getattr(ctx, "_tensors", None)
     if reg is None:
         reg = {}
@@ -83,7 +83,7 @@ def partition_owners(ctx, num_parts: int, what: str) -> list[int]:
     return owners
 
 
-def _graph_policy(ctx, n: int):
+def graph_policy(ctx, n: int):
     """The node (else edge) :class:`PartitionPolicy` of the graph this context holds
     when it has ``n`` nodes (edges) and that choice is unique; else None."""
     svc = getattr(ctx, "service", None)
@@ -102,7 +102,7 @@ def _graph_policy(ctx, n: int):
     return next(iter(found.values()))
 
 
-class _Entry:
+class Entry:
     """One registered storage: the RowStore and what it was created as."""
 
     def __init__(self, store, shape, npdt, bounds, persistent):
@@ -110,31 +110,31 @@ class _Entry:
         self.policy = None        # the PartitionPolicy its first handle was created with
 
 
-def _served(ctx) -> bool:
+def served(ctx) -> bool:
     svc = getattr(ctx, "service", None)
     return bool(svc is not None and svc.serving and not svc.stopped and ctx.is_trainer
                 and svc.channel.followers)
 
 
-def create_entry(ctx, name, shape, dtype_str, bounds, owners, persistent) -> "_Entry":
+def create_entry(ctx, name, shape, dtype_str, bounds, owners, persistent) -> "Entry":
     """Collective over ``ctx.world``: allocate a tensor's storage and register it by name."""
     npdt = np.dtype(dtype_str)
     shape = tuple(shape)
     bounds = np.asarray(bounds, dtype=np.int64)
     store = RowStore.create(ctx, f"DistTensor:{name}", bounds, shape[1:], npdt, owners=list(owners))
-    entry = _Entry(store, shape, npdt, bounds, bool(persistent))
-    _registry(ctx)[name] = entry
+    entry = Entry(store, shape, npdt, bounds, bool(persistent))
+    registry(ctx)[name] = entry
     return entry
 
 
 def free_entry(ctx, name) -> None:
     """Collective over ``ctx.world``: release a registered tensor's storage."""
-    entry = _registry(ctx).pop(name, None)
+    entry = registry(ctx).pop(name, None)
     if entry is not None:
         entry.store.free()
 
 
-def _init_values(init_func, shape, dtype, expect, name):
+def init_values(init_func, shape, dtype, expect, name):
     vals = init_func(shape, dtype)
     if hasattr(vals, "detach"):
         vals = vals.detach().cpu().numpy()
@@ -143,7 +143,7 @@ def _init_values(init_func, shape, dtype, expect, name):
         raise InputError(f"DistTensor {name!r}: init_func returned shape {vals.shape}, expected {tuple(expect)}")
     # the same rule in both modes: casts within a kind (float64 -> float32) are fine,
     # across kinds (2.9 -> an integer) are refused
-    npdt = _np_dtype(dtype)
+    npdt = np_dtype(dtype)
     if not np.can_cast(vals.dtype, npdt, "same_kind"):
         raise InputError(f"DistTensor {name!r}: init_func returned {vals.dtype} values for a {npdt} tensor")
     return vals.astype(npdt, copy=False)
@@ -153,7 +153,7 @@ def _init_values(init_func, shape, dtype, expect, name):
 INIT_CHUNK_BYTES = 64 << 20
 
 
-def _init_by_trainers(ctx, store, name, shape, dtype, init_func) -> None:
+def init_by_trainers(ctx, store, name, shape, dtype, init_func) -> None:
     """Trainers (collective over them): fill the rows with ``init_func``, each trainer
     an equal contiguous share, in chunks, written with one-sided puts."""
     if init_func is None:
@@ -166,5 +166,5 @@ def _init_by_trainers(ctx, store, name, shape, dtype, init_func) -> None:
     with agreed(comm):
         for a in range(lo, hi, step):
             b = min(hi, a + step)
-            vals = _init_values(init_func, (b - a,) + shape[1:], dtype, (b - a,) + shape[1:], name)
+            vals = init_values(init_func, (b - a,) + shape[1:], dtype, (b - a,) + shape[1:], name)
             store.scatter(np.arange(a, b, dtype=np.int64), vals)

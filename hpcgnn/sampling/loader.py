@@ -35,7 +35,7 @@ import torch
 from ..comm.agree import agreed
 from ..comm.mpi import MPI
 from ..errors import InputError
-from ..graph.dist_graph import _ids
+from ..graph.dist_graph import as_ids
 from ..partition.arrays import unique_inverse
 from .batch import FEATURE_ROWS
 from .plan import EpochPlan
@@ -159,7 +159,7 @@ def _homogeneous(g, ids, kind: str, what: str):
         except (KeyError, ValueError):
             raise InputError(f"{what}: {{type: ids}} names {t!r}, not a {kind} type of graph "
                              f"{g.graph_name!r} ({known})") from None
-        tids = _ids(tids, book.num_nodes_of(t) if kind == "node" else book.num_edges_of(t),
+        tids = as_ids(tids, book.num_nodes_of(t) if kind == "node" else book.num_edges_of(t),
                     f"{what}: the per-type ids of {t!r}")
         homo = book.map_to_homo_nid(tids, t) if kind == "node" else book.map_to_homo_eid(tids, t)
         out.append(np.asarray(homo, dtype=np.int64).reshape(-1))
@@ -196,7 +196,7 @@ class _Loader:
             if mode not in MODES:
                 raise InputError(f"{what}: mode must be one of {MODES}, got {mode!r}")
             n_total = g.num_edges() if isinstance(self, DistEdgeDataLoader) else g.num_nodes()
-            ids = _ids(ids, n_total, f"{what}: ids")
+            ids = as_ids(ids, n_total, f"{what}: ids")
             if not isinstance(self, DistEdgeDataLoader) and len(ids) and len(np.unique(ids)) != len(ids):
                 raise InputError(f"{what}: ids hold duplicates ({len(ids) - len(np.unique(ids))} repeated); "
                                  "each id is a seed once per epoch")
@@ -227,7 +227,7 @@ class _Loader:
         self.prefetch = int(prefetch)
         # data attached on the trainers (g.ndata[k] = DistTensor(...)) is not in the
         # graph the sampler ranks hold: those features are read here
-        attached = sorted({getattr(self.task, k, None) for k in ("feat", "label")} - {None} - set(g._t.ndata))
+        attached = sorted({getattr(self.task, k, None) for k in ("feat", "label")} - {None} - set(g.tables.ndata))
         with agreed(tcomm):
             if mode == "samplers" and attached:
                 raise InputError(f"{what}: mode='samplers' but {attached} were attached on the trainers "
@@ -471,7 +471,7 @@ class DistEdgeDataLoader(_Loader):
             if exclude == "reverse_id":
                 if reverse_eids is None:
                     raise InputError(f"{what}: exclude='reverse_id' needs reverse_eids= (the reverse of every edge)")
-                rev = _ids(reverse_eids, g.num_edges(), f"{what}: reverse_eids")
+                rev = as_ids(reverse_eids, g.num_edges(), f"{what}: reverse_eids")
                 if len(rev) != g.num_edges():
                     raise InputError(f"{what}: reverse_eids has {len(rev)} entries, the graph has "
                                      f"{g.num_edges()} edges")

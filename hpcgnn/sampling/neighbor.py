@@ -24,12 +24,12 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..graph.dist_graph import Edges, _ids, expand_ranges
+from ..graph.dist_graph import Edges, as_ids, expand_ranges
 
 _EDGE_DIRS = ("in", "out")
 
 
-def _kernels():
+def kernels():
     from .. import _ext
 
     if not hasattr(_ext, "sample_ranges"):
@@ -64,7 +64,7 @@ def check_prob(g, prob, where: str = "sample_neighbors"):
         return None
     if not isinstance(prob, str):
         raise InputError(f"{where}: prob must be the name of an edge feature, got {type(prob).__name__}")
-    stores = g._t.edata
+    stores = g.tables.edata
     if prob not in stores:
         raise InputError(f"{where}: prob={prob!r} is not an edge feature of graph {g.graph_name!r} "
                          f"(edge features: {sorted(stores) or 'none'})")
@@ -93,8 +93,8 @@ def sample_edges(g, seeds: np.ndarray, fanout: int, replace: bool, wstore, seed:
     """Validated inputs -> ``(nbr, counts, eids)`` as NumPy int64: the sampled edges
     grouped by seed (``counts[i]`` edges for ``seeds[i]``), the other endpoint of each
     and its global edge id.  Internal; see :func:`sample_neighbors`."""
-    ext = _kernels()
-    t = g._t
+    ext = kernels()
+    t = g.tables
     n = len(seeds)
     if n == 0:
         z = np.zeros(0, np.int64)
@@ -136,8 +136,8 @@ def etype_fanouts(g, fanout, where: str) -> list[int]:
 def sample_typed(g, seeds: np.ndarray, fanouts: list[int], replace: bool, seed: int, nthreads: int = 1):
     """Typed graphs: ``(nbr, seed index, eids, etype)`` of up to ``fanouts[t]`` edges
     of every edge type ``t`` per seed, grouped by type then seed (NumPy int64)."""
-    ext = _kernels()
-    t = g._t
+    ext = kernels()
+    t = g.tables
     T = t.num_etypes
     z = np.zeros(0, np.int64)
     if len(seeds) == 0:
@@ -173,8 +173,8 @@ def sample_neighbors(g, seeds, fanout, edge_dir: str = "in", replace: bool = Fal
     result is a function of the seed drawn from it).  Independent (no collective).
     """
     check_edge_dir(g, edge_dir)
-    s = _ids(seeds, g.num_nodes(), "sample_neighbors: seeds")
-    if g._t.num_etypes > 1 or isinstance(fanout, dict):
+    s = as_ids(seeds, g.num_nodes(), "sample_neighbors: seeds")
+    if g.tables.num_etypes > 1 or isinstance(fanout, dict):
         if prob is not None:
             raise InputError("sample_neighbors: prob= is not supported on graphs with several edge types")
         nbr, idx, eids, _ = sample_typed(g, s, etype_fanouts(g, fanout, "sample_neighbors"), replace,

@@ -7,9 +7,9 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..graph.dist_graph import _ids
+from ..graph.dist_graph import as_ids
 from .batch import MiniBatch
-from .neighbor import (_kernels, check_edge_dir, check_fanout, check_prob, etype_fanouts, make_seed, sample_edges,
+from .neighbor import (kernels, check_edge_dir, check_fanout, check_prob, etype_fanouts, make_seed, sample_edges,
                        sample_typed)
 
 
@@ -87,10 +87,10 @@ class NeighborSampler:
         """Independent: the multi-hop sample around ``seeds`` (unique global node ids;
         their order is kept as ``n_id[:batch_size]``).  Features are not read: call
         ``.fetch_features(g)`` on the result."""
-        ext = _kernels()
+        ext = kernels()
         check_edge_dir(g, self.edge_dir, "NeighborSampler")
         wstore = check_prob(g, self.prob, "NeighborSampler")
-        s = _ids(seeds, g.num_nodes(), "NeighborSampler: seeds")
+        s = as_ids(seeds, g.num_nodes(), "NeighborSampler: seeds")
         rng = self._rng if rng is None else rng
         if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
             rng = np.random.default_rng(int(rng))      # one generator: a fresh kernel seed per hop
@@ -100,7 +100,7 @@ class NeighborSampler:
             raise InputError(f"NeighborSampler: seeds must be unique ({len(s) - len(relabel)} repeated)")
         num_nodes, num_edges = [len(s)], []
         srcs, dsts, eids, etypes = [], [], [], []
-        typed = g._t.num_etypes > 1 or len(g.ntypes) > 1 or any(isinstance(f, dict) for f in self.fanouts)
+        typed = g.tables.num_etypes > 1 or len(g.ntypes) > 1 or any(isinstance(f, dict) for f in self.fanouts)
         if typed and wstore is not None:
             raise InputError("NeighborSampler: prob= is not supported on graphs with several edge types")
         frontier, begin = s, 0
