@@ -29,16 +29,15 @@ from ..comm.rss import current_rss_bytes, peak_rss_bytes, rss_summary
 from ..datasets import diskspace
 from ..errors import InputError
 from . import config as cfg
-from .balance import rebalance
-from .coarsen import COARSEN_METHODS, coarsened_parts, resolve_coarsen
-from .assign import balance_columns, local_degrees, parmetis_parts, random_parts, symmetric_csr
+from . import steps
+from .coarsen import COARSEN_METHODS, resolve_coarsen
+from .assign import random_parts
 from .edges import Halo, LocalEdges
-from .featdtype import DEFAULT_FIELDS, LOGICAL_KEY, conversions, resolve
+from .featdtype import DEFAULT_FIELDS, LOGICAL_KEY, resolve
 from .idx_limits import check_sizes
-from .relabel import IdLayout, assign_new_ids, map_ids
+from .relabel import IdLayout
 from .source import RawSource, block
-from .frequency import DEFAULT_FANOUTS, REFINE_METHODS, frequency_refine
-from .types import GraphTypes
+from .frequency import DEFAULT_FANOUTS, REFINE_METHODS
 from .writer import CHECKSUM_ALGORITHM, PartFile, remove_quietly
 
 METHODS = {"parmetis": "parmetis", "metis": "parmetis", "random": "random", "frequency": "frequency"}
@@ -121,6 +120,9 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     (floating, default ``feat``) at that dtype, rounded to nearest even
     (:mod:`.featdtype`); None keeps the raw dtype.  Bad input raises
     :class:`~hpcgnn.errors.InputError` on every rank and leaves no configuration behind.
+
+    The phases are :mod:`.steps`' functions; what is left here is their order and the
+    JSON description, one literal.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, R = comm.Get_rank(), comm.Get_size()
@@ -138,141 +140,43 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     try:
         name = graph_name or src.graph_name
         N = src.num_nodes
-        with agreed(comm):
-            if num_parts > N:
-                raise InputError(f"{input_path}: num_parts={num_parts} is more than the graph's {N} nodes "
-                                 f"(attribute 'num_nodes') (rank {rank})")
-            if method == "parmetis" and R > N:
-                raise InputError(f"{input_path}: ParMETIS needs at least one node per rank, but {R} ranks "
-                                 f"share {N} nodes; run with at most {N} ranks (rank {rank})")
-            for b in balance_ntypes:
-                if b not in src.node_cols:
-                    raise InputError(f"{input_path}: dataset '/nodes/data/{b}' (named in balance_ntypes) "
-                                     f"is missing (rank {rank})")
-            if not name or "/" in name:
-                raise InputError(f"graph_name: {name!r} is not a valid file name (rank {rank})")
-            convs = conversions(feat_dtype, feat_fields, src.node_cols, input_path, rank)
-            if rank == 0:
-                cfg.check_output_dir(out_path, name, overwrite, rank, input_path)
-        with agreed(comm):
-            if rank == 0:
-                try:
-                    os.makedirs(out_path, exist_ok=True)
-                except OSError as e:
-                    raise InputError(f"{out_path}: cannot create the output directory ({e}) (rank {rank})") from e
-                # with overwrite, the old partition stays until this run commits its own
+        convs = steps.check_inputs(comm, src, input_path, out_path, name, num_parts, method, balance_ntypes,
+                                   feat_dtype, feat_fields, overwrite)
         vtxdist = np.array([block(N, r, R)[0] for r in range(R)] + [N], dtype=np.int64)
         lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
         whole = method == "parmetis" and num_parts > 1 and resolve_coarsen(coarsen, N) == "none"
         if whole:                       # ParMETIS on the whole graph: what its idx_t holds, vertices first
             check_sizes(comm, vtxdist, 0, input_path)
-        src_ids, dst_ids = src.read_edges()
+        ends = list(src.read_edges())   # [src_ids, dst_ids]: the phases empty it when done with them
         clock.lap("read_edges")
-
-        # -- weights and assignment ---------------------------------------------------
-        weights = {"nodes": np.ones(hi - lo, dtype=np.int64)}
-        zero_one = []  # 0/1 columns that the rebalancing pass evens out
-        for b in balance_ntypes:
-            with agreed(comm):
-                vals = src.read_node_col(b)
-            cols = balance_columns(comm, b, vals, input_path)
-            for t, c in enumerate(cols):
-                weights[b if len(cols) == 1 else f"{b}={t}"] = c
-                zero_one.append(b if len(cols) == 1 else f"{b}={t}")
-        if "node_type" in src.node_cols and src.ntypes and len(src.ntypes) > 1:
-            with agreed(comm):
-                vals = src.read_node_col("node_type")
-            for t, c in enumerate(balance_columns(comm, "node_type", vals, input_path, len(src.ntypes))):
-                weights[f"ntype={src.ntypes[t] if t < len(src.ntypes) else t}"] = c
-                zero_one.append(list(weights)[-1])
-        if balance_edges:
-            weights["in_degree" if edge_dir == "in" else "out_degree"] = local_degrees(
-                comm, vtxdist, dst_ids if edge_dir == "in" else src_ids)
+        weights, zero_one = steps.node_weights(comm, src, input_path, vtxdist, balance_ntypes, balance_edges,
+                                               edge_dir, *ends)
         names = list(weights)
         totals = allreduce_sum(comm, np.array([int(weights[k].sum()) for k in names], dtype=np.int64))
         constraints = [k for k, t in zip(names, totals) if t > 0]
-        rebalanced = 0
-        coarse_info = {}
         clock.lap("weights")
+        rebalanced, coarse_info = 0, {}
         if method in ("random", "frequency"):
             parts = random_parts(np.arange(lo, hi, dtype=np.int64), num_parts, seed)
-            clock.lap("assign")
         else:
-            xadj, adjncy = symmetric_csr(comm, vtxdist, src_ids, dst_ids)
-            src_ids = dst_ids = None     # read again after the assignment: not held beside the view
-            clock.lap("symmetrize")
-            if resolve_coarsen(coarsen, N) == "lp" and num_parts > 1:
-                # 0/1 columns get the rebalancing pass's tolerance already: the LP
-                # refinement fills parts up to these bounds, and moving nodes back costs cut
-                ub = [min(ubvec, 1.0 + balance_tol) if k in zero_one else ubvec for k in constraints]
-                parts, coarse_info = coarsened_parts(comm, vtxdist, xadj, adjncy,
-                                                     [weights[k] for k in constraints], num_parts, seed, ub,
-                                                     keep_adjncy=False)
-            else:
-                if whole:               # and the symmetric view's entries, before ParMETIS sees them
-                    check_sizes(comm, vtxdist, len(adjncy), input_path)
-                parts = parmetis_parts(comm, vtxdist, xadj, adjncy, [weights[k] for k in constraints],
-                                       num_parts, seed, ubvec)
-            clock.lap("parmetis")
-            degree = np.diff(xadj)
-            del xadj, adjncy
-            for k in zero_one:
-                if k in constraints and num_parts > 1:
-                    rebalanced += rebalance(comm, parts, weights[k], degree, num_parts, balance_tol)
-            if rebalanced:  # even out the node counts again, moving only nodes outside those columns
-                free = np.logical_and.reduce([weights[k] == 0 for k in zero_one])
-                rebalanced += rebalance(comm, parts, weights["nodes"], degree, num_parts,
-                                        max(ubvec - 1.0, balance_tol), movable=free)
-            del degree
-            clock.lap("assign")
-        if src_ids is None:
-            src_ids, dst_ids = src.read_edges()
+            parts, rebalanced, coarse_info = steps.graph_parts(
+                comm, vtxdist, ends, weights, zero_one, constraints, num_parts, seed, coarsen=coarsen, ubvec=ubvec,
+                balance_tol=balance_tol, whole=whole, input_path=input_path, clock=clock)
+        clock.lap("assign")
+        if not ends:
+            ends = list(src.read_edges())
         freq_info = {}
         if (method == "frequency" or refine == "frequency") and num_parts > 1:
-            degree = local_degrees(comm, vtxdist, dst_ids if edge_dir == "in" else src_ids)
-            movable, freq_info = frequency_refine(comm, src, input_path, vtxdist, src_ids, dst_ids, parts, seeds,
-                                                  fanouts, edge_dir, num_parts, ubvec, degree)
-            for k in zero_one:               # masks the moves unbalanced (the seeds did not move)
-                if k in constraints:
-                    rebalanced += rebalance(comm, parts, weights[k], degree, num_parts, balance_tol, movable=movable)
-            del degree, movable
+            freq_info, moved = steps.frequency_step(
+                comm, src, input_path, vtxdist, *ends, parts, weights, zero_one, constraints, seeds=seeds,
+                fanouts=fanouts, edge_dir=edge_dir, num_parts=num_parts, ubvec=ubvec, balance_tol=balance_tol)
+            rebalanced += moved
             clock.lap("frequency")
-        part_weights = {k: allreduce_sum(comm, np.bincount(parts, weights=weights[k], minlength=num_parts)
-                                         .astype(np.int64)).tolist() for k in names}
+        weight_sums = steps.part_weights(comm, parts, weights, num_parts)
         del weights
-
-        # -- relabel, move edges, halo ------------------------------------------------
-        with agreed(comm):
-            types = GraphTypes(src, input_path)
-        bins = parts
-        if types.num_ntypes > 1:          # (partition, node type) bins: types contiguous in a partition
-            with agreed(comm):
-                bins = parts * types.num_ntypes + types.check_nodes(src.read_node_col("node_type"), lo)
-        layout = IdLayout(comm, np.bincount(bins, minlength=num_parts * types.num_ntypes), types=types.num_ntypes)
-        new_ids, order = assign_new_ids(bins, layout)
-        new_src = map_ids(comm, vtxdist, new_ids, src_ids)
-        src_ids = None
-        new_dst = map_ids(comm, vtxdist, new_ids, dst_ids)
-        del src_ids, dst_ids
-        clock.lap("relabel")
-        elo, ehi = src.edge_block()
-        ecols = {k: src.read_edge_col(k) for k in src.edge_cols}
-        if "edge_type" in ecols:
-            with agreed(comm):
-                types.check_edges(ecols["edge_type"], layout, new_src, new_dst, elo)
-        own, other = (new_dst, new_src) if edge_dir == "in" else (new_src, new_dst)
-        del new_src, new_dst
-        ends = [own, other]               # consumed by LocalEdges: released as they are sent
-        del own, other
-        edges = LocalEdges(comm, layout, ends, elo, ecols, num_etypes=types.num_etypes,
-                           keep_orig_eid=return_mapping)
-        del ecols
-        clock.lap("move_edges")
-        halo = Halo(comm, edges, num_hops)
-        cut = allreduce_sum(comm, edges.cut_counts())
-        clock.lap("halo")
-
-        # -- write ----------------------------------------------------------------------
+        types, layout, bins, order, edges, halo, cut = steps.move_edges(
+            comm, src, input_path, vtxdist, parts, ends, num_parts, edge_dir=edge_dir, num_hops=num_hops,
+            return_mapping=return_mapping, clock=clock)
         h5_tmp = cfg.partial_h5_path(out_path, name)
         checksums, nbytes = _write_h5(comm, h5_tmp, src, layout, bins, order, edges, halo,
                                       return_mapping, lo, hi, convs)
@@ -314,7 +218,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         "parts": [{"part_id": p, "group": f"/part{p}", "num_inner_nodes": layout.part_size(p),
                    "num_halo_nodes": halo.layout.part_size(p),
                    "num_edges": edges.edge_layout.part_size(p), "num_cut_edges": int(cut[p]),
-                   "weights": {k: int(v[p]) for k, v in part_weights.items()}} for p in range(P)],
+                   "weights": {k: int(v[p]) for k, v in weight_sums.items()}} for p in range(P)],
         "checksums": {"algorithm": CHECKSUM_ALGORITHM, "datasets": checksums},
         "source": {"path": os.path.abspath(input_path), "graph_name": src.graph_name},
         "stats": {"bytes_written": int(nbytes), "coarsening": coarse_info, **memory,
