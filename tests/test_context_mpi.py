@@ -37,6 +37,9 @@ def test_virtual_nodes_one_rank_each():
     assert ctx.role_comm.Get_size() == size
     # the node communicator really is per node
     assert ctx.node_comm.allreduce(1) == 1
+    # machines are hosts: the same values under those names
+    assert ctx.num_hosts == size and ctx.host_id == world.Get_rank() and ctx.host_comm is ctx.node_comm
+    assert [ctx.host_of(r) for r in range(size)] == list(range(size))
     ctx.finalize()
 
 

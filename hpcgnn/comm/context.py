@@ -24,12 +24,19 @@ from .mpi import MPI
 class Context:
     """What a rank knows about the launch after :func:`initialize`.
 
-    Attributes: ``world``, ``node_comm`` (ranks of this node), ``role_comm`` (all
-    ranks of this rank's role), ``node_role_comm`` (ranks of this role on this node),
-    ``trainer_comm`` (``None`` unless a trainer), ``role``, ``node_id``,
-    ``num_nodes``, ``local_rank``, ``local_size``, ``rank``, ``size``, ``layout``,
-    ``plan`` (roles by node and local rank), ``memory`` (after :meth:`finalize`: the
-    peak RSS of every role's ranks, :func:`~hpcgnn.comm.rss.role_summary`).
+    A *host* is a machine of the launch (or a virtual one of ``ranks_per_node``
+    ranks); graph vertices are *nodes* elsewhere in hpcgnn.  ``host_id``,
+    ``num_hosts``, ``host_comm`` and :meth:`host_of` say so; ``node_id``,
+    ``num_nodes``, ``node_comm`` and :meth:`node_of` are the same values under the
+    names SLURM and DGL use for machines.
+
+    Attributes: ``world``, ``host_comm`` (ranks of this host), ``role_comm`` (all
+    ranks of this rank's role), ``node_role_comm`` (ranks of this role on this host),
+    ``trainer_comm`` (``None`` unless a trainer), ``role``, ``host_id``,
+    ``num_hosts``, ``local_rank`` / ``local_size`` (this rank's place among its
+    host's ranks), ``rank``, ``size``, ``layout``, ``plan`` (roles by host and local
+    rank), ``memory`` (after :meth:`finalize`: the peak RSS of every role's ranks,
+    :func:`~hpcgnn.comm.rss.role_summary`).
     """
 
     def __init__(self, world, layout, plan, node_id, node_comm, role_comm, node_role_comm, node_of):
@@ -62,6 +69,25 @@ class Context:
         self.memory: dict | None = None   # at finalize: peak RSS per role (rss.role_summary)
 
     # -- who is where -----------------------------------------------------
+    @property
+    def host_id(self) -> int:
+        """This rank's host (0-based; ``node_id``)."""
+        return self.node_id
+
+    @property
+    def num_hosts(self) -> int:
+        """Hosts of the launch (``num_nodes``)."""
+        return self.num_nodes
+
+    @property
+    def host_comm(self):
+        """The ranks of this host (``node_comm``)."""
+        return self.node_comm
+
+    def host_of(self, world_rank: int) -> int:
+        """The host of any world rank (``node_of``; independent)."""
+        return self._node_of[world_rank]
+
     def role_of(self, world_rank: int) -> str:
         """Role of any world rank (independent, no communication)."""
         return self._role_of[world_rank]

@@ -153,10 +153,10 @@ class DistGraph:
                 if ctx.size > 1 and not ctx.ranks_of("server"):
                     raise InputError(f"DistGraph {graph_name!r}: layout '{ctx.layout}' has no server rank "
                                      "to hold the graph")
-                if cfg["num_parts"] > max(ctx.num_nodes, 1) and ctx.size > 1:
+                if cfg["num_parts"] > max(ctx.num_hosts, 1) and ctx.size > 1:
                     raise InputError(f"{part_config}: {cfg['num_parts']} partitions but the launch has "
-                                     f"{ctx.num_nodes} node(s); one node serves each partition "
-                                     "(launch more nodes or set ranks_per_node)")
+                                     f"{ctx.num_hosts} host(s); one host serves each partition "
+                                     "(launch more hosts or set ranks_per_node)")
         if not held:
             svc.call("load_graph", graph_name, os.path.abspath(part_config))
         self._bind(ctx, graph_name)
@@ -179,7 +179,7 @@ class DistGraph:
         self._owners = EdgeOwners(self._t)          # find_edges: owner endpoints from the CSR rows
         self.graph_name = graph_name
         t = self._t
-        self._part_id = min(ctx.node_id, t.num_parts - 1)
+        self._part_id = min(ctx.host_id, t.num_parts - 1)
         self._book = RangePartitionBook(t.config, self._part_id)
         npol, epol = PartitionPolicy("node", self._book), PartitionPolicy("edge", self._book)
         feats = t.config.get("node_feats", {})
