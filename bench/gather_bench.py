@@ -33,9 +33,9 @@ import torch
 import hpcgnn
 import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI, library_version
-from hpcgnn.comm import datatypes
+from hpcgnn.comm.rma import datatypes
 from hpcgnn.comm.progress import serve_until
-from hpcgnn.comm.windows import RowStore
+from hpcgnn.comm.rma.windows import RowStore
 from hpcgnn.partition.featdtype import NAMES, STORAGE, FeatConversion
 
 

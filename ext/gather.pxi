@@ -1,4 +1,4 @@
-# Derived datatypes for one-sided row transfers (hpcgnn.comm.windows).
+# Derived datatypes for one-sided row transfers (hpcgnn.comm.rma.windows).
 # mpi4py's Datatype.Create_hindexed_block converts its displacements entry by entry
 # (~0.4 us each: 40 ms for a 100k-row gather); here the NumPy array is handed to
 # MPI as it is, without the GIL.

@@ -1,7 +1,7 @@
-"""Huge-page advice for window memory (hpcgnn.comm.hugepages)."""
+"""Huge-page advice for window memory (hpcgnn.comm.rma.hugepages)."""
 import numpy as np
 
-from hpcgnn.comm import hugepages
+from hpcgnn.comm.rma import hugepages
 
 
 def _anon_thp() -> str:

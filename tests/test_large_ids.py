@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hpcgnn import _ext
-from hpcgnn.comm import rowstore as rs
+from hpcgnn.comm.rma import rowstore as rs
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
 from hpcgnn.partition import idx_limits, metis_part_kway, part_kway
@@ -215,7 +215,7 @@ def test_row_addresses_and_route_by_range_compute_byte_offsets_in_64_bits():
 
 @pytest.mark.timeout(30)
 def test_hindexed_datatype_with_displacements_past_2_32():
-    from hpcgnn.comm.datatypes import blocks_type
+    from hpcgnn.comm.rma.datatypes import blocks_type
 
     dt = blocks_type(MPI.BYTE, 8, np.array([0, 2**33, 2**35], np.int64))
     try:

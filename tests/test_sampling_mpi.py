@@ -83,7 +83,7 @@ def test_sampling_in_a_served_launch(shared_tmp):
         _checks(g, oracle, ctx.trainer_comm)
         # again with every non-direct read forced through MPI_Get (virtual nodes share a
         # host, so by default the other node's rows are read from mapped memory)
-        from hpcgnn.comm.windows import RowStore
+        from hpcgnn.comm.rma.windows import RowStore
 
         saved = RowStore.direct_shm_reads
         RowStore.direct_shm_reads = False

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 import hpcgnn.comm
-from hpcgnn.comm import probes, transfers
+from hpcgnn.comm import probes
+from hpcgnn.comm.rma import transfers
 from hpcgnn.comm.mpi import MPI
-from hpcgnn.comm.windows import RowStore
+from hpcgnn.comm.rma.windows import RowStore
 from hpcgnn.errors import HpcgnnError, InputError
 
 world = MPI.COMM_WORLD

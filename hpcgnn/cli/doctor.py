@@ -12,7 +12,8 @@ import tempfile
 
 import numpy as np
 
-from ..comm import hugepages, probes
+from ..comm import probes
+from ..comm.rma import hugepages
 from ..comm.context import node_assignment
 from ..comm.layout import Layout, describe_plan, plan_roles
 from ..comm.mpi import MPI, library_version, thread_level

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import watchdog
-from .datatypes import MAX_OP_BYTES
+from .rma.datatypes import MAX_OP_BYTES
 from .mpi import MPI
 
 REQ_TAG = 0x4851

@@ -1,6 +1,6 @@
 """``DistTensor``: a tensor whose rows are sharded like the nodes or edges they describe.
 
-Storage is a :class:`~hpcgnn.comm.windows.RowStore`.  Partition ``p``'s rows live
+Storage is a :class:`~hpcgnn.comm.rma.windows.RowStore`.  Partition ``p``'s rows live
 on the **first server rank of node ``p``** (one partition per node); nodes beyond
 the last partition hold no rows.  Every rank reads and writes any row by global id
 (one-sided, independent); owners must keep calling MPI meanwhile (servers blocked
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm import rowstore as rs
+from ..comm.rma import rowstore as rs
 from ..comm.agree import agreed
 from ..comm.context import current_context
-from ..comm.windows import RowStore
+from ..comm.rma.windows import RowStore
 from ..errors import InputError
 from ..partition.featdtype import to_bf16_bits
 from .cache import RowCache

@@ -1,4 +1,4 @@
-"""Pure helpers of :mod:`hpcgnn.comm.windows`: validating ids and values, grouping
+"""Pure helpers of :mod:`hpcgnn.comm.rma.windows`: validating ids and values, grouping
 rows by owner, combining duplicate writes.  No MPI here (independent, no
 communication), so they are tested in a single process.
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
 #: Reductions ``RowStore.accumulate`` accepts, by name.
 OPS = ("sum", "max", "min", "replace")

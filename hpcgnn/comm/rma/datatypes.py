@@ -1,15 +1,15 @@
 """MPI datatypes and reduction operations for one-sided row transfers
-(:mod:`hpcgnn.comm.windows`), and who owns a table's row ranges by default."""
+(:mod:`hpcgnn.comm.rma.windows`), and who owns a table's row ranges by default."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 from . import rowstore as rs
-from .mpi import MPI
+from ..mpi import MPI
 
 try:  # compiled datatype builder (ext/gather.pxi); mpi4py's builder is the fallback
-    from .._ext import hindexed_blocks as _ext_hindexed_blocks
+    from ..._ext import hindexed_blocks as _ext_hindexed_blocks
 except ImportError:  # pragma: no cover - depends on the build
     _ext_hindexed_blocks = None
 

@@ -1,4 +1,4 @@
-"""The MPI calls that move rows of one :class:`~hpcgnn.comm.windows.RowStore` range
+"""The MPI calls that move rows of one :class:`~hpcgnn.comm.rma.windows.RowStore` range
 to or from one target rank, and their completion.
 
 Every operation names an indexed block of rows on the target side (byte
@@ -9,7 +9,7 @@ complete without a ``Flush``.
 from __future__ import annotations
 
 from .datatypes import blocks_type
-from .mpi import MPI
+from ..mpi import MPI
 
 
 def issue(win, target, disps, rows2d, kind, spans, old, per_row, row_bytes, *, op=None,

@@ -1,4 +1,4 @@
-"""Writes to a :class:`~hpcgnn.comm.windows.RowStore`: rows stored with ``Put``,
+"""Writes to a :class:`~hpcgnn.comm.rma.windows.RowStore`: rows stored with ``Put``,
 and combined with ``Accumulate`` / ``Get_accumulate`` (atomic per element against
 every other accumulate of the table, the basis of sparse optimizers).
 
@@ -11,10 +11,10 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import HpcgnnError, InputError
+from ...errors import HpcgnnError, InputError
 from . import rowstore as rs
 from .datatypes import MPI_OPS, check_op_dtype, op_name
-from .mpi import serialized
+from ..mpi import serialized
 
 try:
     import torch

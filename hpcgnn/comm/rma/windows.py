@@ -20,7 +20,7 @@ rows on the target and of their places in ``out`` here: one ``Get`` per range, t
 ``Flush``, on the shared window; growing ``Rget``s across hosts (see
 :attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put``
 (:meth:`RowStore.scatter`) and ``Accumulate`` / ``Get_accumulate`` (atomic per
-element, the basis of sparse optimizers), in :mod:`hpcgnn.comm.rowwrites`.
+element, the basis of sparse optimizers), in :mod:`hpcgnn.comm.rma.rowwrites`.
 
 Choices made by measurement (Open MPI 4.1.4, see ``docs``/the report):
 
@@ -52,21 +52,22 @@ import os
 
 import numpy as np
 
-from ..errors import InputError
-from . import hugepages, probes
+from ...errors import InputError
+from . import hugepages
+from .. import probes
 from . import rowstore as rs
-from .agree import agreed
+from ..agree import agreed
 from .datatypes import ALIGN as _ALIGN
 from .datatypes import MAX_OP_BYTES
 from .datatypes import default_owners as _default_owners
 from .datatypes import element_type as _element_type
-from .mpi import MPI, serialized
+from ..mpi import MPI, serialized
 from .rowwrites import RowWrites
 from . import transfers as _transfers
-from . import watchdog as _watchdog
-from .._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
-from .._ext import row_addresses as _ext_row_addresses
-from .._ext import route_by_range as _ext_route_by_range
+from .. import watchdog as _watchdog
+from ..._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
+from ..._ext import row_addresses as _ext_row_addresses
+from ..._ext import route_by_range as _ext_route_by_range
 
 DIRECT, SHM, WORLD = rs.DIRECT, rs.SHM, rs.WORLD
 ROUTE_NAMES = {DIRECT: "direct", SHM: "shm-rma", WORLD: "rma"}
