@@ -43,7 +43,7 @@ def _mpi():
 
 def _h5py(tmpdir):
     def check():
-        import h5py
+        import h5py   # here: a missing or serial h5py is a failed check, not an import error
 
         if not h5py.get_config().mpi:
             return False, f"h5py {h5py.__version__} built without MPI", \
@@ -58,13 +58,13 @@ def _h5py(tmpdir):
 def _parmetis():
     # imported here: a broken build is one failed check in the report, not an import error
     from .. import _ext
-    from ..partition import part_kway
+    from ..partition import part_kway   # with _ext above: a broken build is one failed check
 
     lib = probes.loaded_library("libparmetis")
     comm = MPI.COMM_WORLD
     part = probes.parmetis_probe(comm, part_kway)
     try:
-        from .. import _buildinfo
+        from .. import _buildinfo   # written by the build; absent in a source tree
         header = _buildinfo.PARMETIS_HEADER
     except ImportError:
         header = "?"
@@ -74,15 +74,15 @@ def _parmetis():
 
 
 def _torch():
-    import torch
+    import torch   # here: a missing torch is a failed check, not an import error
 
     cuda = torch.cuda.is_available()
-    import torch.distributed as dist
+    import torch.distributed as dist   # torch's distributed package loaded when used
 
     parts = [f"torch {torch.__version__}", f"CUDA {'yes (' + str(torch.cuda.device_count()) + ' GPU)' if cuda else 'no'}",
              f"gloo {'yes' if dist.is_gloo_available() else 'no'}", f"NCCL {'yes' if dist.is_nccl_available() and cuda else 'no'}"]
     try:
-        import torch_geometric
+        import torch_geometric   # PyG loaded by the check that uses it
 
         parts.append(f"torch_geometric {torch_geometric.__version__}")
     except ImportError:

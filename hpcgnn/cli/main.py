@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 import hpcgnn  # noqa: F401  (installs the failure hook, initialises MPI)
@@ -30,8 +31,6 @@ SUBCOMMANDS = {
 
 
 def _available(modname: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(modname) is not None
 
 
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if world().Get_size() > 1:
         peers.record(world(), "no role", "?")    # a rank lost before initialize is named too
     if argv[:1] == ["train"]:   # its own parser (settings, TOML file, --help), loaded only for train
-        from .train import main_argv
+        from .train import main_argv   # train's own parser, loaded only for train
 
         return int(main_argv(argv[1:]) or 0)
     parser = build_parser()

@@ -39,9 +39,9 @@ def main_argv(rest: list[str]) -> int:
     if task == "link":    # only the task that runs is imported (each loads torch and its models)
         from ..train.link_prediction import main
     elif task == "rgcn":
-        from ..train.rgcn import main
+        from ..train.rgcn import main   # only the task that runs
     else:
-        from ..train.node_classification import main
+        from ..train.node_classification import main   # only the task that runs
     if rest and rest[0].endswith(".toml"):
         rest = ["--config", rest[0]] + rest[1:]
     if "-h" in rest or "--help" in rest:

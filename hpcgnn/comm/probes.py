@@ -50,7 +50,7 @@ def fetch_ok(comm, dtype) -> bool:
     dt = np.dtype(dtype)
     key = (dt.str, comm.Get_size())
     if key not in _FETCH_OK:
-        from mpi4py.util import dtlib
+        from mpi4py.util import dtlib   # loaded on first use (start-up cost)
 
         rank, size = comm.Get_rank(), comm.Get_size()
         elem = dtlib.from_numpy_dtype(dt)
@@ -104,7 +104,7 @@ def shared_probe(comm):
 
 def parallel_hdf5_probe(comm, tmpdir: str) -> int:
     """Collective write of one row per rank to one file with ``driver='mpio'``, read back."""
-    import h5py
+    import h5py   # loaded when a file is opened: start-up cost of the commands that open none
 
     rank, size = comm.Get_rank(), comm.Get_size()
     path = None

@@ -39,11 +39,13 @@ goes to torch's own handler unchanged).
 from __future__ import annotations
 
 import ctypes
+import importlib
 import datetime
 import ipaddress
 import os
 import socket
 import struct
+from urllib.parse import parse_qs, urlparse
 
 from .. import logs
 from ..pyg_tmp import use_private_tmpdir
@@ -174,7 +176,7 @@ def _loopback_interface() -> str | None:
 
 
 def _tcp_store(host, port, size, timeout, fd=None):
-    import torch.distributed as dist
+    import torch.distributed as dist   # torch's distributed package loaded when used
 
     kw = dict(is_master=fd is not None, timeout=timeout, wait_for_workers=fd is None)
     if fd is not None:
@@ -248,8 +250,8 @@ def init_process_group(ctx, backend: str | None = None, timeout_s: float | None 
     Already initialised: returns the backend in use.  ``timeout_s`` (default
     ``HPCGNN_TIMEOUT``) bounds every collective of the group: a trainer that froze
     then ends the job with a line naming it (:mod:`.failure`)."""
-    import torch
-    import torch.distributed as dist
+    import torch   # torch loaded when used (servers may never need it)
+    import torch.distributed as dist   # torch's distributed package loaded when used
 
     if dist.is_initialized():
         return dist.get_backend()
@@ -322,8 +324,6 @@ _torch_env_handler = None
 def _install_env_rendezvous() -> None:
     """Put :func:`_env_rendezvous` in front of torch's ``env://`` handler (once)."""
     global _torch_env_handler
-    import importlib
-
     # the module: torch.distributed's attribute of that name is its function rendezvous()
     rdzv = importlib.import_module("torch.distributed.rendezvous")
     handlers = getattr(rdzv, "_rendezvous_handlers", None)
@@ -337,8 +337,6 @@ def _install_env_rendezvous() -> None:
 def _claims(url: str):
     """The reservation when this ``env://`` rendezvous is the one export_env set up
     (the environment still holds its values, rank and size are the trainers'), else None."""
-    from urllib.parse import parse_qs, urlparse
-
     r = _reserved
     if r is None:
         return None
@@ -377,7 +375,7 @@ _env_rendezvous._hpcgnn = True
 
 
 def _destroy():
-    import torch.distributed as dist
+    import torch.distributed as dist   # torch's distributed package loaded when used
 
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -17,7 +17,7 @@ __all__ = ["FORMAT", "VERSION", "RawGraph", "slice_bounds", "validate_raw", "gen
 def __getattr__(name: str):
     # the converters import optional packages lazily; load the module on first use
     if name in ("convert_ogb", "convert_edges", "from_pyg"):
-        from . import convert
+        from . import convert   # the converters import optional packages
 
         return getattr(convert, name)
     raise AttributeError(name)

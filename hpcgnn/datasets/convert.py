@@ -375,7 +375,7 @@ def _drop_first_data_line(text: str) -> tuple[str, bool]:
 
 def _parquet_blocks(path: str, src_col, dst_col) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq   # optional: only for Parquet edge lists
     except ImportError:
         raise InputError(f"{path}: reading parquet needs pyarrow (pip install pyarrow)") from None
     try:

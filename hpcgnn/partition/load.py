@@ -89,7 +89,7 @@ def load_partition(config, part_id: int, *, verify: bool = True) -> Partition:
     (the JSON's path).  The group's counts are checked against the JSON; with
     ``verify`` (and unless ``HPCGNN_VERIFY=0``) every dataset of the group against
     the JSON's checksum, as it is read."""
-    import h5py
+    import h5py   # loaded when a file is opened: start-up cost of the commands that open none
 
     conf, base = read_config(config)
     book = RangePartitionBook(conf, part_id)

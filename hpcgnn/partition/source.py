@@ -38,7 +38,7 @@ class Column:
 
 
 def _open(path: str, comm):
-    import h5py
+    import h5py   # loaded when a file is opened: start-up cost of the commands that open none
 
     if comm.Get_size() > 1 or h5py.get_config().mpi:
         if not h5py.get_config().mpi:

@@ -64,7 +64,7 @@ class PartFile:
 
     def __init__(self, comm, path: str, name: str | None = None) -> None:
         """``path``: the file written; ``name``: what it becomes (named in errors)."""
-        import h5py
+        import h5py   # loaded when a file is opened: start-up cost of the commands that open none
 
         self.comm, self.path, self.rank = comm, path, comm.Get_rank()
         self.guard = WriteGuard(comm, path, name or path)

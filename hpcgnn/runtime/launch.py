@@ -75,7 +75,7 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
     if ctx.is_trainer:
         # imported here, not at the top: servers and samplers never load torch
         from .. import allocator, bernoulli
-        from ..comm.torch_dist import export_env
+        from ..comm.torch_dist import export_env   # trainers only
 
         export_env(ctx)          # torch.distributed.init_process_group() works as under DGL's launcher
         # what every model's training step gains on a trainer, whoever wrote the loop

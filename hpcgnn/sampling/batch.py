@@ -244,7 +244,7 @@ class MiniBatch:
 
     def to_pyg(self):
         """A ``torch_geometric.data.Data`` with the same fields (needs PyG)."""
-        from torch_geometric.data import Data
+        from torch_geometric.data import Data   # PyG loaded by the code that uses it (start-up cost)
 
         d = Data(x=self.x, y=self.y, edge_index=self.edge_index, n_id=self.n_id, e_id=self.e_id,
                  batch_size=self.batch_size, num_sampled_nodes=list(self.num_sampled_nodes),

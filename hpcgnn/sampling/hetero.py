@@ -42,7 +42,7 @@ class HeteroBatch:
 
     def to_pyg(self):
         """A ``torch_geometric.data.HeteroData`` (needs PyG)."""
-        from torch_geometric.data import HeteroData
+        from torch_geometric.data import HeteroData   # PyG loaded by the code that uses it (start-up cost)
 
         d = HeteroData()
         for t, ids in self.n_id.items():

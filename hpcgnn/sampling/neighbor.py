@@ -30,7 +30,7 @@ _EDGE_DIRS = ("in", "out")
 
 
 def kernels():
-    from .. import _ext
+    from .. import _ext   # when first needed: a build without the kernels fails here with its own message
 
     if not hasattr(_ext, "sample_ranges"):
         raise RuntimeError("hpcgnn._ext was built without the sampling kernels "

@@ -22,6 +22,7 @@ class RGCN(nn.Module):
     def __init__(self, in_dims: dict, ntypes, canonical_etypes, hidden: int, out_dim: int, num_layers: int,
                  dropout: float = 0.5, conv: str = "sage"):
         super().__init__()
+        # PyG loaded by the code that uses it (start-up cost)
         from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
         self.inputs = nn.ModuleDict({t: nn.Linear(int(d), hidden) for t, d in in_dims.items()})

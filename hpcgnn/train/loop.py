@@ -126,7 +126,7 @@ def progress_bar(cfg, show_here: bool, total: int, epoch: int):
     stderr is a terminal), else None."""
     if not show_here or not (cfg.progress == "on" or (cfg.progress == "auto" and sys.stderr.isatty())):
         return None
-    from tqdm import tqdm
+    from tqdm import tqdm   # only with a progress bar
 
     return tqdm(total=total, desc=f"epoch {epoch}", file=sys.stderr, leave=False)
 

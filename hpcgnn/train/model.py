@@ -19,7 +19,7 @@ class SAGE(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5):
         super().__init__()
-        from torch_geometric.nn import SAGEConv
+        from torch_geometric.nn import SAGEConv   # PyG loaded by the code that uses it (start-up cost)
 
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         self.convs = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))

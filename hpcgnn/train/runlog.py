@@ -84,10 +84,10 @@ class RunLog:
 
     def _plot(self) -> None:
         try:
-            import matplotlib
+            import matplotlib   # only when the learning curve is drawn (start-up cost)
 
             matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
+            import matplotlib.pyplot as plt   # only when the learning curve is drawn (start-up cost)
         except ImportError:          # the plot is a convenience; the CSV has the numbers
             return
         ep = [r["epoch"] for r in self.rows]

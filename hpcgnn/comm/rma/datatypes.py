@@ -42,7 +42,7 @@ def check_op_dtype(name: str, dtype: np.dtype, where: str) -> None:
 
 def element_type(dtype: np.dtype):
     """``(MPI type of one element, True)`` or ``(MPI.BYTE, False)`` when MPI has none."""
-    from mpi4py.util import dtlib
+    from mpi4py.util import dtlib   # loaded on first use (start-up cost)
 
     try:
         return dtlib.from_numpy_dtype(dtype), True
