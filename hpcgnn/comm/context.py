@@ -64,6 +64,8 @@ class Context:
         self._resources: list = []
         self._finalize_hooks: list = []
         self.service = None               # set by hpcgnn.initialize (a hpcgnn.graph.service.Service)
+        self.tensors: dict = {}           # DistTensor storage by name (hpcgnn.graph.tensor_store)
+        self.tensor_counter = 0           # names of anonymous DistTensors
         self._comms = [node_role_comm, role_comm, node_comm]
         self.finalized = False
         self.memory: dict | None = None   # at finalize: peak RSS per role (rss.role_summary)

@@ -36,8 +36,8 @@ class RowCache:
     def __init__(self, tensor, budget_bytes: int, hotness=None, graph=None, device=None, rows=None):
         if int(budget_bytes) < 0:
             raise InputError(f"RowCache: budget_bytes must be >= 0, got {budget_bytes}")
-        store = tensor._open_store()
-        ctx = tensor._ctx
+        store = tensor.open_store()
+        ctx = tensor.ctx
         n = tensor.shape[0]
         row_bytes = max(1, store.row_bytes)
         capacity = int(budget_bytes) // row_bytes
@@ -55,7 +55,7 @@ class RowCache:
                     raise InputError(f"RowCache: rows is a mask of {rows.shape}, the tensor has {n} rows")
                 mask[:] = rows
             else:
-                mask[tensor._index(rows)] = True
+                mask[tensor.index(rows)] = True
             eligible = remote & mask
         cand = np.flatnonzero(eligible)
         self.remote_rows = len(cand)
@@ -81,7 +81,7 @@ class RowCache:
             import torch   # torch loaded when used (servers may never need it)
 
             self.device = torch.device(device)
-            self.dev_rows = tensor._as_torch(self.rows).to(self.device)     # bfloat16 rows: as such
+            self.dev_rows = tensor.as_torch(self.rows).to(self.device)     # bfloat16 rows: as such
             self.rows = self.rows[:0]           # no host copy
         self.lookups = self.hits = self.remote_lookups = 0
         self._remote = remote

@@ -15,7 +15,7 @@ Lifetime (no collective ever runs from ``__del__``):
 * Deleting the Python object never communicates; storage not freed explicitly is
   released by ``ctx.finalize()``.
 
-Names: the registry lives on the context (``ctx._tensors``).  Creating a tensor
+Names: the registry lives on the context (``ctx.tensors``).  Creating a tensor
 with a name that is registered returns a handle on the same storage (``init_func``
 is not called again); with another shape, dtype or row layout it raises the same
 :class:`~hpcgnn.errors.InputError` on every rank.  Unnamed tensors get a fresh
@@ -72,8 +72,8 @@ class DistTensor:
                 _check_like_registered(reg.get(name), name, shape, npdt, bounds)
             _check_same_on_all_ranks(comm, name, (name, shape, npdt.str, bounds.tolist(), bool(persistent)))
         if name is None:
-            ctx._tensor_counter += 1
-            name = f"__anonymous_{ctx._tensor_counter}"
+            ctx.tensor_counter += 1
+            name = f"__anonymous_{ctx.tensor_counter}"
         entry = reg.get(name)
         if entry is None:
             spec = (name, shape, npdt.str, np.asarray(bounds).tolist(), list(owners), bool(persistent))
@@ -158,13 +158,20 @@ class DistTensor:
     def __repr__(self) -> str:
         return f"DistTensor({self._name!r}, shape={self._shape}, dtype={self._dtype})"
 
-    def _open_store(self):
+    @property
+    def ctx(self):
+        """The context this tensor was created in."""
+        return self._ctx
+
+    def open_store(self):
+        """The :class:`~hpcgnn.comm.rma.windows.RowStore` holding the rows (for the
+        cache and the sparse optimizers); InputError once the tensor was freed."""
         if self._released or self._store.freed:
             raise InputError(f"DistTensor {self._name!r}: the tensor has been freed")
         return self._store
 
     # -- rows --------------------------------------------------------------------
-    def _index(self, ids):
+    def index(self, ids):
         """A slice as the ids it selects, a single id as a 1-element array (as DGL
         does); anything else as given (checked by the store)."""
         if isinstance(ids, slice):
@@ -186,7 +193,7 @@ class DistTensor:
         dtype, returned as it came).  A buffer reused from batch to batch spares
         the page faults of a fresh allocation (for a batch's 64 MB of feature rows
         they cost as much as the copy itself)."""
-        ids = self._index(ids)
+        ids = self.index(ids)
         out_np = None
         if out is not None:
             is_t = torch is not None and isinstance(out, torch.Tensor)
@@ -206,12 +213,12 @@ class DistTensor:
         elif cache is not None:
             rows = self._cached_gather(cache, ids, out_np)
         else:
-            rows = self._open_store().gather(ids, out_np)
+            rows = self.open_store().gather(ids, out_np)
         if out is not None:
             return out
-        return self._as_torch(rows)
+        return self.as_torch(rows)
 
-    def _as_torch(self, rows: np.ndarray):
+    def as_torch(self, rows: np.ndarray):
         """Rows as read from the store, as this tensor hands them out: a tensor of
         :attr:`dtype` (no copy), or the NumPy array when torch cannot hold its dtype."""
         if self._bits is not None:
@@ -226,7 +233,7 @@ class DistTensor:
         or a buffer with the rows only RMA reaches, fetched now) instead of a copy; None
         where that does not apply (a dtype torch cannot hold, rows of 0 bytes, a cache
         on a device)."""
-        ids = self._index(ids)
+        ids = self.index(ids)
         cache = getattr(self, "_cache", None)
         tdt = self._bits or (torch_dtype(self._npdt) if torch is not None else None)
         if tdt is None or (cache is not None and cache.device is not None):
@@ -254,7 +261,7 @@ class DistTensor:
         feature partitioned at half precision takes values of its dtype, or other
         floats rounded to nearest even."""
         self._cache = None
-        self._open_store().scatter(self._index(ids), self._stored_values(values))
+        self.open_store().scatter(self.index(ids), self._stored_values(values))
 
     def _stored_values(self, values):
         """``values`` as the store holds them: unchanged, or for a half-precision
@@ -288,18 +295,18 @@ class DistTensor:
         moved (staged in pinned memory for CUDA); bitwise the same as
         ``self[ids].to(device)``."""
         device = torch.device(device)
-        ids = self._index(ids)
+        ids = self.index(ids)
         cache = getattr(self, "_cache", None)
         if cache is None or cache.device is None or cache.device != device or not len(cache):
             if cache is not None and cache.device is not None:
-                return self._as_torch(self._host_gather_for_device(cache, ids)).to(device)
+                return self.as_torch(self._host_gather_for_device(cache, ids)).to(device)
             return _to_device(self[ids], device)
         st, ids = self._store_ids(ids)
         hit, at = cache.split(ids)
         miss = np.flatnonzero(~hit)
         out = torch.empty((len(ids),) + tuple(self.shape[1:]), dtype=cache.dev_rows.dtype, device=device)
         if len(miss):
-            out[torch.from_numpy(miss).to(device)] = _to_device(self._as_torch(st.gather(ids[miss])), device)
+            out[torch.from_numpy(miss).to(device)] = _to_device(self.as_torch(st.gather(ids[miss])), device)
         if len(at):
             out[torch.from_numpy(np.flatnonzero(hit)).to(device)] = cache.dev_rows[torch.from_numpy(at).to(device)]
         cache.count(ids, len(at))
@@ -313,8 +320,8 @@ class DistTensor:
 
     def _store_ids(self, ids):
         """The open row store and ``ids`` checked against it (int64 array)."""
-        st = self._open_store()
-        return st, rs.as_ids(ids, st.nrows, st._where)
+        st = self.open_store()
+        return st, rs.as_ids(ids, st.nrows, st.where)
 
     def disable_cache(self) -> None:
         self._cache = None
@@ -334,7 +341,7 @@ class DistTensor:
     def barrier(self) -> None:
         """Collective over the trainers (served launch) or the world: writes before it
         are visible to reads after."""
-        st = self._open_store()
+        st = self.open_store()
         if served(self._ctx):
             st.barrier(self._ctx.trainer_comm)
         else:

@@ -57,7 +57,7 @@ class _SparseOptimizer:
 
     def _state(self, emb: DistEmbedding, what: str, shape) -> DistTensor:
         return DistTensor(shape, torch.float32, name=f"{emb.name}:{what}",
-                          part_policy=emb.weight.part_policy, persistent=True, ctx=emb.weight._ctx)
+                          part_policy=emb.weight.part_policy, persistent=True, ctx=emb.weight.ctx)
 
     def zero_grad(self) -> None:
         """Forget the gradients already computed (rows whose backward ran), as
@@ -85,10 +85,10 @@ class SparseAdagrad(_SparseOptimizer):
                       for p in self.params}
 
     def _update(self, emb, ids, g):
-        st = self.state[emb.name]._open_store()
+        st = self.state[emb.name].open_store()
         old = st.get_accumulate(ids, g * g, op="sum")
         std = np.sqrt(old + g * g) + self.eps
-        emb.weight._open_store().accumulate(ids, (-self.lr * g / std).astype(np.float32), op="sum")
+        emb.weight.open_store().accumulate(ids, (-self.lr * g / std).astype(np.float32), op="sum")
 
 
 class SparseAdam(_SparseOptimizer):
@@ -103,10 +103,10 @@ class SparseAdam(_SparseOptimizer):
         self.t = {p.name: self._state(p, "adam_t", (p.num_embeddings,)) for p in self.params}
 
     def _update(self, emb, ids, g):
-        tst = self.t[emb.name]._open_store()
+        tst = self.t[emb.name].open_store()
         # the step count in float64: 1 - b2**t loses digits in float32 when b2 is near 1
         t = tst.get_accumulate(ids, np.ones(len(ids), np.float32), op="sum").astype(np.float64) + 1.0
-        mst, vst = self.m[emb.name]._open_store(), self.v[emb.name]._open_store()
+        mst, vst = self.m[emb.name].open_store(), self.v[emb.name].open_store()
         m_old, v_old = mst.gather(ids), vst.gather(ids)
         dm = (1.0 - self.b1) * (g - m_old)
         dv = (1.0 - self.b2) * (g * g - v_old)
@@ -115,4 +115,4 @@ class SparseAdam(_SparseOptimizer):
         m_hat = (m_old + dm) / (1.0 - self.b1 ** t)[:, None]
         v_hat = (v_old + dv) / (1.0 - self.b2 ** t)[:, None]
         upd = -self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
-        emb.weight._open_store().accumulate(ids, upd.astype(np.float32), op="sum")
+        emb.weight.open_store().accumulate(ids, upd.astype(np.float32), op="sum")

@@ -56,12 +56,8 @@ def torch_as_bits(t, npdt: np.dtype) -> np.ndarray:
 
 
 def registry(ctx) -> dict:
-    reg = getattr(ctx, "_tensors", None)
-    if reg is None:
-        reg = {}
-        ctx._tensors = reg
-        ctx._tensor_counter = 0
-    return reg
+    """The context's DistTensor storage entries by name (``ctx.tensors``)."""
+    return ctx.tensors
 
 
 def partition_owners(ctx, num_parts: int, what: str) -> list[int]:

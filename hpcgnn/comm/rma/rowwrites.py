@@ -44,8 +44,8 @@ class RowWrites:
         for repeated ids).  Complete at the owner on return; others see it after a
         :meth:`barrier` (or any synchronisation that orders the two ranks)."""
         self._check_open()
-        ids = rs.as_ids(ids, self.nrows, self._where)
-        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
+        ids = rs.as_ids(ids, self.nrows, self.where)
+        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self.where)
         if len(ids) == 0 or self.row_bytes == 0:
             return
         ids, values = rs.last_wins(ids, values)
@@ -58,11 +58,11 @@ class RowWrites:
         table, from any rank.  ``op``: ``"sum"``, ``"max"``, ``"min"``,
         ``"replace"`` (or the ``MPI`` ops).  Repeated ids are combined first."""
         self._check_open()
-        name = op_name(op, f"{self._where}: accumulate")
+        name = op_name(op, f"{self.where}: accumulate")
         self._need_mpi_type("accumulate")
-        check_op_dtype(name, self.dtype, f"{self._where}: accumulate")
-        ids = rs.as_ids(ids, self.nrows, self._where)
-        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
+        check_op_dtype(name, self.dtype, f"{self.where}: accumulate")
+        ids = rs.as_ids(ids, self.nrows, self.where)
+        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self.where)
         if len(ids) == 0 or self.row_bytes == 0:
             return
         ids, values = rs.combine(ids, values, name)
@@ -74,22 +74,22 @@ class RowWrites:
         before this rank's update (MPI ``Get_accumulate``; atomic per element).  The
         ids must not repeat."""
         self._check_open()
-        name = op_name(op, f"{self._where}: get_accumulate")
+        name = op_name(op, f"{self.where}: get_accumulate")
         self._need_mpi_type("get_accumulate")
-        check_op_dtype(name, self.dtype, f"{self._where}: get_accumulate")
+        check_op_dtype(name, self.dtype, f"{self.where}: get_accumulate")
         if not self._fetch_ok:
-            raise HpcgnnError(f"{self._where}: get_accumulate: this MPI library's one-sided component returns "
+            raise HpcgnnError(f"{self.where}: get_accumulate: this MPI library's one-sided component returns "
                               f"wrong old values of {self.dtype} rows across hosts (Open MPI 4.1's osc rdma does); "
                               "nothing was changed. Choose other components (Open MPI: --mca osc sm,ucx or "
                               "--mca osc sm,pt2pt) or keep these rows in a float dtype")
-        ids = rs.as_ids(ids, self.nrows, self._where)
-        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self._where)
+        ids = rs.as_ids(ids, self.nrows, self.where)
+        values = rs.as_rows(values, len(ids), self.row_shape, self.dtype, self.where)
         n = len(ids)
         old = np.empty((n,) + self.row_shape, dtype=self.dtype)
         if n == 0 or self.row_bytes == 0:
             return old
         if len(np.unique(ids)) != n:
-            raise InputError(f"{self._where}: get_accumulate needs distinct ids")
+            raise InputError(f"{self.where}: get_accumulate needs distinct ids")
         perm, counts = rs.group(ids, self._bounds)
         sids, svals = (ids, values) if perm is None else (ids[perm], values[perm])
         res = old if perm is None else np.empty_like(old)
@@ -148,7 +148,7 @@ class RowWrites:
 
     def _need_mpi_type(self, what):
         if not self._has_mpi_type:
-            raise InputError(f"{self._where}: {what} needs a dtype MPI can reduce; {self.dtype} has none")
+            raise InputError(f"{self.where}: {what} needs a dtype MPI can reduce; {self.dtype} has none")
 
     @cached_property
     def _torch_ok(self) -> bool:

@@ -124,7 +124,7 @@ class RowStore(RowWrites):
         self.shape = (self.nrows,) + self.row_shape
         self.row_elems = int(np.prod(self.row_shape, dtype=np.int64))
         self.row_bytes = self.row_elems * self.dtype.itemsize
-        self._where = f"RowStore {self.name!r} on rank {self.rank}"
+        self.where = f"RowStore {self.name!r} on rank {self.rank}"    # names it in errors
         my_rows = self._place_ranges()
         my_bytes = my_rows * self.row_bytes
         dom_rank, leaders = self._allocate_shared_window(ctx, scope, my_bytes)
@@ -318,15 +318,15 @@ class RowStore(RowWrites):
         the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``).
         ``cache``: ``(sorted ids, their rows)`` served from memory instead."""
         self._check_open()
-        ids = rs.as_ids(ids, self.nrows, self._where)
+        ids = rs.as_ids(ids, self.nrows, self.where)
         n = len(ids)
         want = (n,) + self.row_shape
         if out is None:
             out = np.empty(want, dtype=self.dtype)
         elif (not isinstance(out, np.ndarray) or out.shape != want or out.dtype != self.dtype
               or not out.flags.c_contiguous or not out.flags.writeable):
-            raise InputError(f"{self._where}: out must be a writable C-contiguous {self.dtype} array of shape {want}")
-        cache = rs.check_cache(cache, self.row_shape, self.dtype, self._where)
+            raise InputError(f"{self.where}: out must be a writable C-contiguous {self.dtype} array of shape {want}")
+        cache = rs.check_cache(cache, self.row_shape, self.dtype, self.where)
         if n == 0 or self.row_bytes == 0:
             return out
         return self._gather_ranges(ids, out, cache if cache[0] is not None else None)
@@ -341,8 +341,8 @@ class RowStore(RowWrites):
         this store is open and ``fetched`` and the cache's rows are alive; rows written
         later show through.  Rows of 0 bytes get no address (all 0)."""
         self._check_open()
-        ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self._where), dtype=np.int64)
-        cids, crows = rs.check_cache(cache, self.row_shape, self.dtype, self._where)
+        ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self.where), dtype=np.int64)
+        cids, crows = rs.check_cache(cache, self.row_shape, self.dtype, self.where)
         n = len(ids)
         addr = np.zeros(n, dtype=np.uintp)
         if n == 0 or self.row_bytes == 0:
@@ -506,7 +506,7 @@ class RowStore(RowWrites):
 
     def _check_open(self):
         if self._freed:
-            raise InputError(f"{self._where}: the table has been freed")
+            raise InputError(f"{self.where}: the table has been freed")
 
 
 __all__ = ["RowStore"]
