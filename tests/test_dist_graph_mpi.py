@@ -16,6 +16,8 @@ from hpcgnn.datasets import generate_graph
 from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
 from hpcgnn.partition import load_partition, partition_graph
+from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.graph.structure import GraphStructure
 
 world = MPI.COMM_WORLD
 
@@ -96,6 +98,11 @@ def test_standalone_loads_every_partition_locally(tmp_path):
         assert g.get_partition_book().num_partitions() == 3
         lp = g.local_partition
         assert lp["indptr"][0] == 0 and len(lp["indptr"]) == lp["node_range"][1] - lp["node_range"][0] + 1
+        # the seam samplers read: every attribute GraphStructure names, with its type
+        for name, kind in GraphStructure.__annotations__.items():
+            value = getattr(g.tables, name)
+            assert isinstance(value, {"RowStore": RowStore, "int": int}.get(kind, dict)), name
+        assert g.tables.num_etypes == 1 and g.tables.csr.nrows == g.num_nodes()
         g._ctx.finalize()
 
 

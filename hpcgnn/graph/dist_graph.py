@@ -34,6 +34,7 @@ from .dist_tensor import DistTensor
 from .edge_owner import EdgeOwners
 from .policy import PartitionPolicy
 from .service import Service
+from .structure import GraphStructure
 
 Edges = namedtuple("Edges", ["src", "dst", "eid"])
 #: A feature's row shape and dtype (``g.node_attr_schemes()["feat"].shape``).
@@ -211,11 +212,10 @@ class DistGraph:
         return self._book.is_homogeneous
 
     @property
-    def tables(self):
-        """The served structure samplers read (:class:`~hpcgnn.graph.tables.GraphTables`),
-        the seam between the graph and whatever samples from it: ``csr`` (each node's
-        edge range per edge type, a ``RowStore``), ``indices`` (each edge's neighbour),
-        ``num_etypes``, ``edata`` / ``ndata`` (the stores by feature name), ``config``."""
+    def tables(self) -> GraphStructure:
+        """The served structure samplers read: the seam between the graph and whatever
+        samples from it (:class:`~hpcgnn.graph.structure.GraphStructure`: ``csr``,
+        ``indices``, ``num_etypes``, ``ndata``, ``edata``, ``config``)."""
         return self._t
 
     @property
