@@ -121,8 +121,8 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     (:mod:`.featdtype`); None keeps the raw dtype.  Bad input raises
     :class:`~hpcgnn.errors.InputError` on every rank and leaves no configuration behind.
 
-    The phases are :mod:`.steps`' functions; what is left here is their order and the
-    JSON description, one literal.
+    The phases are :mod:`.steps`' functions, the JSON description :func:`_describe`;
+    what is left here is their order.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     rank, R = comm.Get_rank(), comm.Get_size()
@@ -184,6 +184,31 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     finally:
         src.close()
 
+    config = _describe(comm, src, input_path, name, convs, types, layout, edges, halo, cut, weight_sums,
+                       checksums, nbytes, clock, num_parts=num_parts, method=method, coarsen=coarsen, seed=seed,
+                       balance_ntypes=balance_ntypes, balance_edges=balance_edges, constraints=constraints,
+                       ubvec=ubvec, balance_tol=balance_tol, rebalanced=rebalanced, edge_dir=edge_dir,
+                       num_hops=num_hops, return_mapping=return_mapping, coarse_info=coarse_info,
+                       freq_info=freq_info)
+    path = cfg.config_path(out_path, name)
+    with agreed(comm):
+        if rank == 0:
+            final = os.path.join(out_path, cfg.h5_name(name))
+            try:
+                remove_quietly(path)            # the old JSON (overwrite) goes only now
+                os.replace(h5_tmp, final)
+                cfg.write_config_atomic(path, config)
+            except OSError as e:
+                for p in (h5_tmp, final):       # never an HDF5 file without its JSON
+                    remove_quietly(p)
+                raise InputError(f"{out_path}: cannot write the output files ({e}) (rank {rank})") from e
+    return path
+
+
+def _describe(comm, src, input_path, name, convs, types, layout, edges, halo, cut, weight_sums, checksums, nbytes,
+              clock, *, num_parts, method, coarsen, seed, balance_ntypes, balance_edges, constraints, ubvec,
+              balance_tol, rebalanced, edge_dir, num_hops, return_mapping, coarse_info, freq_info) -> dict:
+    """Collective (the memory summary): the partitioning's JSON description (docs/format.md)."""
     schema_n = {k: dict({"dtype": str(c.dtype), "shape": list(c.tail)},
                         **({"ntypes": src.col_ntypes[k]} if src.col_ntypes.get(k) else {}))
                 for k, c in src.node_cols.items() if k != "node_type"}
@@ -196,7 +221,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
     config = {
         "format": cfg.FORMAT,
         "version": cfg.VERSION_LOGICAL if any(LOGICAL_KEY in v for v in schema_n.values()) else cfg.VERSION,
-        "graph_name": name, "num_nodes": int(N), "num_edges": int(src.num_edges), "num_parts": P,
+        "graph_name": name, "num_nodes": int(src.num_nodes), "num_edges": int(src.num_edges), "num_parts": P,
         "h5_file": cfg.h5_name(name),
         "node_map": {t: layout.type_ranges(i) for i, t in enumerate(types.ntype_names)},
         "edge_map": {t: edges.type_ranges(i) for i, t in enumerate(types.etype_names)},
@@ -204,9 +229,9 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         "etypes": {t: i for i, t in enumerate(types.etype_names)},
         "raw_node_types": src.ntypes, "raw_edge_types": src.etypes,
         "num_classes": src.num_classes,
-        "part_method": method, "coarsen": resolve_coarsen(coarsen, N) if method == "parmetis" else "none",
+        "part_method": method, "coarsen": resolve_coarsen(coarsen, src.num_nodes) if method == "parmetis" else "none",
         "refine": "frequency" if freq_info else "none", "frequency": freq_info,
-        "seed": int(seed), "num_ranks": R,
+        "seed": int(seed), "num_ranks": comm.Get_size(),
         "balance_ntypes": balance_ntypes, "balance_edges": bool(balance_edges),
         "constraints": constraints, "ubvec": float(ubvec),
         "balance_tol": float(balance_tol), "rebalanced_nodes": int(rebalanced),
@@ -224,19 +249,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
         "stats": {"bytes_written": int(nbytes), "coarsening": coarse_info, **memory,
                   "timings_s": clock.phases, "memory_by_phase": clock.memory},
     }
-    path = cfg.config_path(out_path, name)
-    with agreed(comm):
-        if rank == 0:
-            final = os.path.join(out_path, cfg.h5_name(name))
-            try:
-                remove_quietly(path)            # the old JSON (overwrite) goes only now
-                os.replace(h5_tmp, final)
-                cfg.write_config_atomic(path, config)
-            except OSError as e:
-                for p in (h5_tmp, final):       # never an HDF5 file without its JSON
-                    remove_quietly(p)
-                raise InputError(f"{out_path}: cannot write the output files ({e}) (rank {rank})") from e
-    return path
+    return config
 
 
 #: node rows reordered and written at a time (not a reordered copy of the whole block)
