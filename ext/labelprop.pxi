@@ -18,6 +18,7 @@ cdef extern from "label_prop.h" nogil:
     void hg_ghost_local(int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, const uint64_t *bits,
                         const int64_t *before)
     void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids)
+    int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before)
 
 
 cdef const int64_t *_weights(const int64_t[::1] adjwgt, const int64_t[::1] adjncy, str who) except? NULL:
@@ -138,3 +139,15 @@ def ghost_global(int64_t[::1] adjncy, int64_t lo, int64_t n, const int64_t[::1] 
     cdef const int64_t *pi = &ids[0] if ids.shape[0] else NULL
     with nogil:
         hg_ghost_global(&adjncy[0], adjncy.shape[0], lo, n, pi)
+
+
+def ghost_prefix(const uint64_t[::1] bits, int64_t[::1] before):
+    """``before[w]``: the set bits of the words below ``w``; returns the set bits in all."""
+    cdef int64_t total = 0
+    if bits.shape[0] != before.shape[0]:
+        raise ValueError("ghost_prefix: bits and before differ in length")
+    if bits.shape[0] == 0:
+        return 0
+    with nogil:
+        total = hg_ghost_prefix(&bits[0], bits.shape[0], &before[0])
+    return int(total)

@@ -236,8 +236,14 @@ def test_multilevel_coarsening(monkeypatch, gather):
     R = comm.Get_size()
     mask = (np.arange(lo, hi) * 7919 % 10 < 3).astype(np.int64)
     w = [np.ones(hi - lo, dtype=np.int64), mask]
+    held = adjncy.copy()
     parts, info = coarsened_parts(comm, vtxdist, xadj, adjncy, w, P, 0, [1.05, 1.03], cluster_factor=32,
                                   max_levels=3)
+    assert np.array_equal(adjncy, held)          # rewritten into ghost-table indices, and back
+    held.setflags(write=False)                   # a read-only adjacency (a memmap): the same parts
+    again, _ = coarsened_parts(comm, vtxdist, xadj, held, w, P, 0, [1.05, 1.03], cluster_factor=32,
+                               max_levels=3)
+    assert np.array_equal(again, parts)
     levels = info["levels"]
     assert len(levels) >= 2, info
     assert all(a["clusters"] > b["clusters"] for a, b in zip(levels, levels[1:]))

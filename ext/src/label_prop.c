@@ -263,3 +263,12 @@ void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const in
         adjncy[e] = v < n ? v + lo : ids[v - n];
     }
 }
+
+int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before) {
+    int64_t total = 0;
+    for (int64_t w = 0; w < nw; w++) {
+        before[w] = total;
+        total += __builtin_popcountll(bits[w]);
+    }
+    return total;
+}

@@ -51,6 +51,9 @@ int64_t hg_ghost_mark(const int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, 
 void hg_ghost_local(int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, const uint64_t *bits,
                     const int64_t *before);
 
+/* before[w] = marked bits of words 0..w-1 (nw words); returns the marked bits in all. */
+int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before);
+
 /* Undo hg_ghost_local: i < n -> lo + i, else ids[i - n] (the ghosts' sorted global ids). */
 void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids);
 #endif

@@ -5,17 +5,16 @@ A rank's adjacency names vertices by global id.  A kernel that reads one value p
 neighbour (a cluster label, a part) would need a table over every vertex of the
 graph on every rank; with :class:`Ghosts` it reads a table of this rank's vertices
 followed by its ghosts instead (``n + G`` entries, ``G`` at most the rank's distinct
-remote neighbours), so that nothing held per vertex of the whole graph grows with
-the graph on every rank.
+remote neighbours).
 
 :meth:`Ghosts.to_local` rewrites the adjacency in place into those table indices
 (own vertex ``v`` -> ``v - lo``, the ``i``-th ghost -> ``n + i``) without a copy;
 :meth:`Ghosts.to_global` rewrites it back.  Finding the ghosts marks them in a bitmap
 over the graph's ids (1 bit per vertex, plus a count per 64: 0.25 bytes per vertex
-of the whole graph, held until :meth:`~Ghosts.to_local`).  :meth:`Ghosts.values` is
-one all-to-all: each owner sends the values of the vertices the others asked for
-once, when the ghosts were found.  The rewrites are compiled
-(``ext/src/label_prop.c``).
+of the whole graph, the one such table, held until :meth:`~Ghosts.to_local`).
+:meth:`Ghosts.values` is one all-to-all (and an allreduce of its round count): each
+owner sends the values of the vertices the others asked for once, when the ghosts
+were found.  The rewrites are compiled (``ext/src/label_prop.c``).
 """
 from __future__ import annotations
 
@@ -25,8 +24,9 @@ from .. import _ext
 from .agree import agreed
 from .alltoall import alltoallv_grouped, exchange_counts
 
-#: Bitmap words turned into ids per step (bounds the temporaries: 64 MB).
-WORDS = 1 << 20
+#: Bitmap words turned into ids per step (bounds the temporaries: 8 MB of unpacked bits
+#: and at most 64 MB of ids).
+WORDS = 1 << 17
 
 
 class Ghosts:
@@ -45,9 +45,8 @@ class Ghosts:
             bad = _ext.ghost_mark(adjncy, self.lo, self.hi, N, self._bits)
             if bad:
                 raise ValueError(f"Ghosts: {bad} adjacency entries outside the graph's ids [0, {N}) (rank {rank})")
-        counts = np.bitwise_count(self._bits)
-        self._before = np.zeros(len(counts), dtype=np.int64)
-        np.cumsum(counts[:-1], out=self._before[1:])
+        self._before = np.empty(len(self._bits), dtype=np.int64)
+        _ext.ghost_prefix(self._bits, self._before)
         #: sorted global ids of the ghosts: grouped by owner, owners in rank order
         self.ids = np.concatenate([np.empty(0, dtype=np.int64)] + [
             np.flatnonzero(np.unpackbits(self._bits[w:w + WORDS].view(np.uint8), bitorder="little")) + 64 * w

@@ -250,7 +250,7 @@ def init_process_group(ctx, backend: str | None = None, timeout_s: float | None 
     Already initialised: returns the backend in use.  ``timeout_s`` (default
     ``HPCGNN_TIMEOUT``) bounds every collective of the group: a trainer that froze
     then ends the job with a line naming it (:mod:`.failure`)."""
-    import torch   # torch loaded when used (servers may never need it)
+    import torch   # torch loaded when used (start-up cost)
     import torch.distributed as dist   # torch's distributed package loaded when used
 
     if dist.is_initialized():

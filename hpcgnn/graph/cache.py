@@ -78,7 +78,7 @@ class RowCache:
         self.nbytes = self.rows.nbytes
         self.device = None
         if device is not None:        # the rows live on the device (GPU memory): gather_to serves them there
-            import torch   # torch loaded when used (servers may never need it)
+            import torch   # torch loaded when used (start-up cost)
 
             self.device = torch.device(device)
             self.dev_rows = tensor.as_torch(self.rows).to(self.device)     # bfloat16 rows: as such

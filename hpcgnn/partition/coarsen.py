@@ -141,7 +141,7 @@ def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray
                              f"barely clusters; partition it with --method random (rank {rank})")
     own = ghosts is None
     if own:
-        adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
+        adjncy = np.require(adjncy, np.int64, ["C", "W"])     # rewritten in place: a copy if read-only
         ghosts = Ghosts(comm, vtxdist, adjncy)
         ghosts.to_local(adjncy)
     try:
@@ -190,7 +190,7 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
     own = ghosts is None
     if own:
-        adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
+        adjncy = np.require(adjncy, np.int64, ["C", "W"])     # rewritten in place: a copy if read-only
         ghosts = Ghosts(comm, vtxdist, adjncy)
         ghosts.to_local(adjncy)
     adjwgt = _opt(adjwgt)
@@ -249,7 +249,7 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     it back.  Returns ``(parts, info)`` with ``info`` holding each level's size and the
     seconds of each step."""
     t0 = time.perf_counter()
-    adjncy = np.ascontiguousarray(adjncy, dtype=np.int64)
+    adjncy = np.require(adjncy, np.int64, ["C", "W"])     # rewritten in place: a copy if read-only
     clock = {"lp": 0.0, "contract": 0.0}
     levels, sizes, restore = [], [], []
     try:

@@ -73,7 +73,7 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
         sys.stdout.flush()
         sys.exit(0)
     if ctx.is_trainer:
-        # imported here, not at the top: servers and samplers never load torch
+        # trainers only: what they install (the compiled dropout masks, malloc settings, torch's env)
         from .. import allocator, bernoulli
         from ..comm.torch_dist import export_env   # trainers only
 
