@@ -14,8 +14,10 @@ trainer per epoch; epoch 0 is warm-up.  ``--pairs`` runs of both sides alternate
 2-core host is noisy); the median pair's ratio is reported.  Target: DGL / hpcgnn >= 1.5.
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -99,6 +101,7 @@ def main():
     peer_args = argparse.Namespace(dgl_venv=a.dgl_venv, fanouts="25,10", epochs=a.epochs,
                                    epoch_steps=a.epoch_steps, batch=1000, hidden=256)
     runs = tempfile.mkdtemp(prefix="hpcgnn-portbench-")
+    atexit.register(shutil.rmtree, runs, True)          # DGL's partitions of the graph
     pairs = []
     for _ in range(a.pairs):
         res = subprocess.run(["mpirun", "-n", "4", sys.executable, __file__, "--worker", "--part-config",

@@ -38,8 +38,10 @@ count and test accuracy, and ``dgl_peer_over_ours_at_equal_steps`` compares its 
 with our time for as many steps (the target is >= 2).
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,7 +65,10 @@ def _env():
 def prepare(a) -> str:
     if a.part_config:
         return a.part_config
-    d = a.dir or tempfile.mkdtemp(prefix="hpcgnn-tbench-")
+    d = a.dir
+    if not d:
+        d = tempfile.mkdtemp(prefix="hpcgnn-tbench-")
+        atexit.register(shutil.rmtree, d, True)
     hp = [sys.executable, "-m", "hpcgnn"]
     raw = os.path.join(d, "graph.h5")
     subprocess.run(["mpirun", "-n", "2", *hp, "generate", raw, "--num-nodes", str(a.nodes), "--avg-degree",
@@ -135,6 +140,7 @@ def main():
     a = ap.parse_args()
     cfg = prepare(a)
     runs = tempfile.mkdtemp(prefix="hpcgnn-tbench-runs-")
+    atexit.register(shutil.rmtree, runs, True)
     ratios, dist_steps, dist_best = [], [], []
     for k in range(max(1, a.pairs)):
         dist = train(["mpirun", "-n", str(a.np)], cfg, a.layout, a.ranks_per_node, a,

@@ -14,9 +14,11 @@ Prints one JSON object: trainer 0's epochs (the first is warm-up) and final test
 accuracy, with means over the later epochs.
 """
 import argparse
+import atexit
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,6 +43,7 @@ def main():
     with open(a.part_config) as f:
         name = json.load(f)["graph_name"]
     work = tempfile.mkdtemp(prefix="hpcgnn-dglpeer-")
+    atexit.register(shutil.rmtree, work, True)          # its logs are printed on failure
     ipcfg = os.path.join(work, "ip_config.txt")
     with open(ipcfg, "w") as f:
         for _ in range(a.machines):
