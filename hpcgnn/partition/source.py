@@ -218,11 +218,14 @@ class RawSource:
                 ends.append(a)
         return ends[0], ends[1]
 
-    def read_node_col(self, name: str, mask: bool = False) -> np.ndarray:
-        """Independent: this rank's node block of node column ``name``; feat checked finite,
-        labels and masks (the split masks, or any column read with ``mask=True``)
-        checked in range (call inside :func:`~hpcgnn.comm.agree.agreed`)."""
+    def read_node_col(self, name: str, mask: bool = False, rows: tuple[int, int] | None = None) -> np.ndarray:
+        """Independent: this rank's node block of node column ``name`` (``rows``: only the
+        block's rows ``[start, stop)``); feat checked finite, labels and masks (the split
+        masks, or any column read with ``mask=True``) checked in range (call inside
+        :func:`~hpcgnn.comm.agree.agreed`)."""
         lo, hi = self.node_block()
+        if rows is not None:
+            lo, hi = lo + rows[0], lo + rows[1]
         col = self.node_cols[name]
         a = self.read(col, lo, hi)
         if name in FEAT_NAMES_FINITE and a.dtype.kind == "f" and a.size and not np.isfinite(a).all():
