@@ -8,19 +8,20 @@ from hpcgnn.comm.ghosts import Ghosts
 from hpcgnn.comm.mpi import MPI
 
 
-def _block(rank, size, per=40):
+@pytest.fixture
+def block():
+    """This rank's block of a random graph: ``(comm, rank, size, vtxdist, adjncy)``."""
+    comm = MPI.COMM_WORLD
+    rank, size, per = comm.Get_rank(), comm.Get_size(), 40
     vtxdist = np.arange(size + 1, dtype=np.int64) * per
-    rng = np.random.default_rng(rank)
-    adjncy = rng.integers(0, per * size, 300).astype(np.int64)
-    return vtxdist, adjncy
+    adjncy = np.random.default_rng(rank).integers(0, per * size, 300).astype(np.int64)
+    return comm, rank, size, vtxdist, adjncy
 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
-def test_rewrite_round_trips_and_values_arrive():
-    comm = MPI.COMM_WORLD
-    rank, size = comm.Get_rank(), comm.Get_size()
-    vtxdist, adjncy = _block(rank, size)
+def test_rewrite_round_trips_and_values_arrive(block):
+    comm, rank, size, vtxdist, adjncy = block
     lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
     orig = adjncy.copy()
     gh = Ghosts(comm, vtxdist, adjncy)
@@ -44,10 +45,8 @@ def test_rewrite_round_trips_and_values_arrive():
 
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
-def test_an_id_outside_the_graph_ends_every_rank():
-    comm = MPI.COMM_WORLD
-    rank, size = comm.Get_rank(), comm.Get_size()
-    vtxdist, adjncy = _block(rank, size)
+def test_an_id_outside_the_graph_ends_every_rank(block):
+    comm, rank, size, vtxdist, adjncy = block
     if rank == size - 1:
         adjncy[5] = int(vtxdist[-1]) + 3
     with pytest.raises(ValueError, match=rf"outside the graph's ids .*rank {size - 1}"):

@@ -3,5 +3,6 @@
 shared memory.  A row of another host is fetched here (``RowStore.gather``: one
 ``MPI_Rget`` stream per owner, :mod:`.transfers`); rows on this host are read in
 place.  :mod:`.rowstore` is the layout and routing logic, :mod:`.datatypes` the MPI
-datatypes, :mod:`.rowwrites` the ``Put``/``Accumulate`` side, :mod:`.hugepages` the
+datatypes, :mod:`.rowwrites` the ``Put``/``Accumulate`` side, :mod:`.facts` the
+read-only facts (ranges, owners, routes), :mod:`.hugepages` the
 memory advice."""

@@ -62,6 +62,7 @@ from .datatypes import MAX_OP_BYTES
 from .datatypes import default_owners as _default_owners
 from .datatypes import element_type as _element_type
 from ..mpi import MPI, serialized
+from .facts import RowFacts
 from .rowwrites import RowWrites
 from . import transfers as _transfers
 from .. import watchdog as _watchdog
@@ -70,10 +71,9 @@ from ..._ext import row_addresses as _ext_row_addresses
 from ..._ext import route_by_range as _ext_route_by_range
 
 DIRECT, SHM, WORLD = rs.DIRECT, rs.SHM, rs.WORLD
-ROUTE_NAMES = {DIRECT: "direct", SHM: "shm-rma", WORLD: "rma"}
 
 
-class RowStore(RowWrites):
+class RowStore(RowWrites, RowFacts):
     """A distributed ``nrows x row_shape`` table in MPI windows (see module doc).
 
     Create collectively with :meth:`create`.  Owners fill their rows through
@@ -278,39 +278,6 @@ class RowStore(RowWrites):
     def _windows(self):
         return [w for w in (self._shwin, self._win) if w is not None]
 
-    # ------------------------------------------------------------------ facts
-    @property
-    def bounds(self) -> np.ndarray:
-        """The row ranges' boundaries (int64, ``len(owners) + 1``): range ``k`` is rows
-        ``bounds[k]:bounds[k+1]``."""
-        return self._bounds
-
-    @property
-    def owners(self) -> np.ndarray:
-        """The world rank owning each row range."""
-        return self._owners
-
-    @property
-    def freed(self) -> bool:
-        """Whether :meth:`free` ran (the rows are gone)."""
-        return self._freed
-
-    @property
-    def local_range(self) -> tuple[int, int]:
-        """``(start, stop)`` of the rows this rank owns (its ranges must be adjacent
-        for this to be one slice; ``(0, 0)`` when it owns none)."""
-        if len(self._local_ranges) == 0:
-            return (0, 0)
-        return (int(self._bounds[self._local_ranges[0]]), int(self._bounds[self._local_ranges[-1] + 1]))
-
-    def routes(self) -> dict[int, str]:
-        """How this rank reaches every owner: ``{owner rank: 'direct'|'shm-rma'|'rma'}``."""
-        return {int(o): ROUTE_NAMES[int(r)] for o, r in zip(self._owners, self._route)}
-
-    def __repr__(self):
-        return (f"RowStore({self.name!r}, shape={self.shape}, dtype={self.dtype}, "
-                f"ranges={len(self._owners)}, rank={self.rank})")
-
     # ------------------------------------------------------------------ reads
     @serialized
     def gather(self, ids, out: np.ndarray | None = None, cache=None) -> np.ndarray:
@@ -503,10 +470,6 @@ class RowStore(RowWrites):
         if self._own_domain:
             self._domain.Free()
         self._win = self._shwin = None
-
-    def _check_open(self):
-        if self._freed:
-            raise InputError(f"{self.where}: the table has been freed")
 
 
 __all__ = ["RowStore"]
