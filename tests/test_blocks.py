@@ -339,3 +339,24 @@ def test_blocks_follow_the_model_input(graph):
         m = build_model(name, F_IN, 16, 4, 2, 0.0)
         out = _forward(m, b, torch.device("cpu"), "adjs")
         assert tuple(out.shape) == (b.batch_size, 4), name
+
+
+def test_batches_and_blocks_move_with_to(graph):
+    """DGL's ``blocks = [b.to(dev) for b in blocks]`` and PyG's ``batch.to(dev)``: every
+    tensor moves (the CPU here; a GPU where there is one), the same values, the
+    built blocks too, and the original batch is left as it was."""
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    b = _batch(graph, (4, 3), seed=5)
+    adjs = b.adjs
+    for dev in devices:
+        moved = b.to(dev)
+        assert moved is not b and moved.batch_size == b.batch_size
+        for name in ("n_id", "e_id", "edge_index", "x", "y"):
+            t = getattr(moved, name)
+            assert t.device.type == dev and torch.equal(t.cpu(), getattr(b, name)), name
+        assert [a.adj_t.device.type for a in moved.adjs] == [dev] * len(adjs)
+        assert [a.size for a in moved.adjs] == [a.size for a in adjs]
+        for blk, mb in zip(b.to_blocks(), [blk.to(dev) for blk in b.to_blocks()]):
+            assert type(mb) is type(blk) and mb.num_dst_nodes() == blk.num_dst_nodes()
+            assert all(t.device.type == dev and torch.equal(t.cpu(), u) for t, u in zip(mb, blk))
+    assert b.adjs is adjs

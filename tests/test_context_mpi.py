@@ -124,6 +124,7 @@ def test_host_index_spans_virtual_nodes_and_pick_device():
     assert sorted(tc.allgather(index)) == list(range(count))
     assert index == tc.Get_rank()                      # keyed by rank
     assert pick_device("cpu", ctx).type == "cpu"
+    assert pick_device(torch.device("cpu"), ctx).type == "cpu"       # a torch.device as well as its name
     if not torch.cuda.is_available():
         assert pick_device("auto", ctx).type == "cpu"
         with pytest.raises(InputError, match="sees no CUDA device"):

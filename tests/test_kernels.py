@@ -106,13 +106,27 @@ def test_sage_layer_matches_pyg_edge_index(sort):
         mean_adjacency(ei[:, :0], 5, 4, with_root=True)
 
 
-def test_mean_adjacency_keeps_edge_index_off_cpu():
-    ei = torch.zeros(2, 0, dtype=torch.int64)
-    adj = mean_adjacency(ei, 4, 4)
-    assert adj._nnz() == 0 and adj.shape == (4, 4)
-    if torch.cuda.is_available():
-        e = ei.cuda()
-        assert mean_adjacency(e, 4, 4) is e
+@pytest.mark.parametrize("with_root", [False, True])
+def test_mean_adjacency_without_the_compiled_pass(with_root):
+    """The path a GPU takes (PyTorch's operations; here int32 edges take it on the CPU)
+    builds the compiled pass's CSR, and csr_mean's PyG fallback gives the same mean."""
+    g = torch.Generator().manual_seed(3)
+    nd, ns = 7, 12
+    ei = torch.stack([torch.randint(0, ns, (40,), generator=g), torch.randint(0, nd, (40,), generator=g)])
+    ei = ei[:, torch.argsort(ei[1], stable=True)]
+    want = mean_adjacency(ei, nd, ns, with_root=with_root)
+    got = mean_adjacency(ei.to(torch.int32), nd, ns, with_root=with_root)
+    assert torch.equal(got.crow_indices(), want.crow_indices()) and torch.equal(got.col_indices(), want.col_indices())
+    x = torch.randn(ns, 5, generator=g, dtype=torch.float64)          # float64: not the compiled mean
+    got64 = mean_adjacency(ei.to(torch.int32), nd, ns, torch.float64, with_root=with_root)
+    assert torch.allclose(csr_mean(got64, x), csr_mean(want, x.float()).double(), atol=1e-5)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for dev in devices:
+        adj = mean_adjacency(ei.to(dev), nd, ns, with_root=with_root)
+        assert adj.layout == torch.sparse_csr and adj.device.type == dev
+        assert torch.allclose(csr_mean(adj, x.float().to(dev)).cpu(), csr_mean(want, x.float()), atol=1e-5)
+    empty = mean_adjacency(torch.zeros(2, 0, dtype=torch.int32), 4, 4)
+    assert empty._nnz() == 0 and empty.shape == (4, 4)
 
 
 def test_relu_dropout_is_relu_then_the_same_dropout():

@@ -246,7 +246,10 @@ def _rendezvous(tc, timeout: datetime.timedelta, reservation=None):
 
 def init_process_group(ctx, backend: str | None = None, timeout_s: float | None = None):
     """Collective over the trainers: start ``torch.distributed`` with one rank per
-    trainer (rank = rank in ``ctx.trainer_comm``).  Returns the backend used.
+    trainer (rank = rank in ``ctx.trainer_comm``).  Returns the backend used:
+    ``backend``, else gloo for CPU tensors and, where CUDA is available, NCCL for
+    CUDA ones (``"cpu:gloo,cuda:nccl"``; set this trainer's GPU with
+    ``torch.cuda.set_device`` before the first CUDA collective).
     Already initialised: returns the backend in use.  ``timeout_s`` (default
     ``HPCGNN_TIMEOUT``) bounds every collective of the group: a trainer that froze
     then ends the job with a line naming it (:mod:`.failure`)."""
@@ -258,8 +261,8 @@ def init_process_group(ctx, backend: str | None = None, timeout_s: float | None 
     tc = ctx.trainer_comm
     if tc is None:
         raise RuntimeError(f"init_process_group: rank {ctx.rank} is a {ctx.role}; only trainers join")
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend is None:     # both where CUDA is: a script may keep its model on the CPU
+        backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
     timeout = datetime.timedelta(seconds=watchdog.timeout_s() if timeout_s is None else timeout_s)
     store = _rendezvous(tc, timeout, _take_reservation(tc))
     with agreed(tc):

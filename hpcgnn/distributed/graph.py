@@ -48,5 +48,5 @@ def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob=None, exclude_
                          "result by eid (or use a data loader's exclude=)")
     if output_device is not None and str(output_device) != "cpu":
         raise InputError(f"sample_neighbors: output_device={output_device!r}: the edges come back in host "
-                         "memory; move them with .to(device)")
+                         "memory; move the tensors with .to(device)")
     return _sample_neighbors(g, nodes, fanout, edge_dir, replace, prob, rng=rng)

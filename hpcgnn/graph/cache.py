@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..devices import concrete
 from ..errors import InputError
 
 
@@ -80,7 +81,7 @@ class RowCache:
         if device is not None:        # the rows live on the device (GPU memory): gather_to serves them there
             import torch   # torch loaded when used (start-up cost)
 
-            self.device = torch.device(device)
+            self.device = concrete(device)
             self.dev_rows = tensor.as_torch(self.rows).to(self.device)     # bfloat16 rows: as such
             self.rows = self.rows[:0]           # no host copy
         self.lookups = self.hits = self.remote_lookups = 0

@@ -29,6 +29,7 @@ from ..comm.rma import rowstore as rs
 from ..comm.agree import agreed
 from ..comm.context import current_context
 from ..comm.rma.windows import RowStore
+from ..devices import concrete
 from ..errors import InputError
 from ..partition.featdtype import to_bf16_bits
 from .cache import RowCache
@@ -294,7 +295,7 @@ class DistTensor:
         that device, cached rows are copied there and only the others are read and
         moved (staged in pinned memory for CUDA); bitwise the same as
         ``self[ids].to(device)``."""
-        device = torch.device(device)
+        device = concrete(device)
         ids = self.index(ids)
         cache = getattr(self, "_cache", None)
         if cache is None or cache.device is None or cache.device != device or not len(cache):

@@ -38,6 +38,7 @@ class DistEmbedding:
         """Independent: the rows of ``ids`` as a float32 tensor on ``device``; under
         autograd the rows are recorded for the next optimizer step."""
         ids = torch.as_tensor(np.asarray(ids) if not isinstance(ids, torch.Tensor) else ids).long().reshape(-1)
+        ids = ids.detach().cpu()            # the optimizer groups them on the host (ids on a GPU too)
         rows = self.weight[ids].to(device)
         if torch.is_grad_enabled():
             rows.requires_grad_(True)

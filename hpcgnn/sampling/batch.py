@@ -1,13 +1,14 @@
 """The mini-batch record a :class:`~hpcgnn.sampling.NeighborSampler` produces."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from ..errors import InputError
+from ..graph.row_refs import RowRefs
 from ..graph.tensor_store import bits_as_torch
 from .blocks import LayerAdj, build_adjs
 from .buffers import FEATURES
@@ -64,6 +65,10 @@ class Block(NamedTuple):
     def dstdata(self) -> dict:
         """``{NID: dst_nodes}``."""
         return {NID: self.dst_nodes}
+
+    def to(self, device, non_blocking: bool = False) -> "Block":
+        """The block with its tensors on ``device`` (DGL's ``block.to(device)``)."""
+        return Block(*(t.to(device, non_blocking=non_blocking) for t in self))
 
 
 @dataclass
@@ -207,6 +212,20 @@ class MiniBatch:
             if device is not None:
                 self.y = self.y.to(device)
         return self
+
+    def to(self, device, non_blocking: bool = False) -> "MiniBatch":
+        """A copy of the batch with every tensor on ``device`` (ids, edges, ``x``/``y``,
+        link labels, the ``adjs`` once built), as PyG's ``batch.to(device)``; ``x``
+        held as row addresses is read into a tensor first."""
+        def move(t):
+            if isinstance(t, RowRefs):
+                t = t.materialize()
+            return t.to(device, non_blocking=non_blocking) if isinstance(t, torch.Tensor) else t
+        out = MiniBatch(**{f.name: move(getattr(self, f.name)) for f in fields(self) if f.name not in ("extra", "_adjs")},
+                        extra=dict(self.extra))
+        if self._adjs is not None:
+            out._adjs = [a.to(device, non_blocking=non_blocking) for a in self._adjs]
+        return out
 
     def to_hetero(self, g, feat: str | None = "feat", label: str | None = "label"):
         """A batch sampled on a graph with several types, split by type into a

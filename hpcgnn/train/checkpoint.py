@@ -52,7 +52,10 @@ def _bytes(obj) -> np.ndarray:
 
 
 def _obj(arr: np.ndarray):
-    return torch.load(io.BytesIO(arr.tobytes()), weights_only=False)
+    # onto the CPU: a GPU run's tensors keep their device's tag, which a CPU-only node
+    # cannot load (and on a multi-GPU host every trainer would load trainer 0's state
+    # onto its GPU); load_state_dict then copies them exactly onto the parameters' device
+    return torch.load(io.BytesIO(arr.tobytes()), weights_only=False, map_location="cpu")
 
 
 def _slice(n: int, rank: int, size: int) -> tuple[int, int]:

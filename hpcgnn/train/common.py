@@ -135,19 +135,44 @@ def run_or_exit(run, cfg, prog: str) -> int:
 
 
 class AllreduceTimer:
-    """A DDP communication hook that times the (overlapped) gradient allreduce."""
+    """A DDP communication hook that times the (overlapped) gradient allreduce.  On
+    a GPU the allreduce runs on its own stream after the hook returns: CUDA events
+    time it there, read when :attr:`seconds` is."""
 
     def __init__(self):
-        self.seconds = 0.0
+        self._seconds = 0.0
+        self._events = []           # (start, end) CUDA events not read yet
+
+    @property
+    def seconds(self) -> float:
+        for start, end in self._events:
+            end.synchronize()
+            self._seconds += start.elapsed_time(end) / 1e3
+        self._events.clear()
+        return self._seconds
+
+    @seconds.setter
+    def seconds(self, value: float) -> None:
+        self._events.clear()
+        self._seconds = value
 
     def hook(self, state, bucket):
         t0 = time.perf_counter()
         buf = bucket.buffer()
         buf.div_(dist.get_world_size())
+        start = None
+        if buf.is_cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
         fut = dist.all_reduce(buf, async_op=True).get_future()
 
         def done(f):
-            self.seconds += time.perf_counter() - t0
+            if start is None:
+                self._seconds += time.perf_counter() - t0
+            else:                   # the current stream waits for NCCL's here: the end of the allreduce
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                self._events.append((start, end))
             return f.value()[0]
         return fut.then(done)
 
@@ -155,7 +180,9 @@ class AllreduceTimer:
 def rng_state() -> dict:
     state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        # this trainer's GPU only: a resume may see another number of GPUs
+        # (srun --gpus-per-task), and the trainer draws on its own device alone
+        state["cuda"] = torch.cuda.get_rng_state(torch.cuda.current_device())
     return state
 
 
@@ -164,7 +191,11 @@ def set_rng_state(s: dict) -> None:
     np.random.set_state(s["numpy"])
     random.setstate(s["python"])
     if "cuda" in s and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(s["cuda"])
+        cuda = s["cuda"]
+        if isinstance(cuda, (list, tuple)):     # an older checkpoint: every visible GPU's state
+            cuda = cuda[torch.cuda.current_device()] if torch.cuda.current_device() < len(cuda) else None
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda, torch.cuda.current_device())
 
 
 def start(cfg):
@@ -194,6 +225,7 @@ def pick_device(setting: str, ctx):
     ``cpu``; ``cuda`` (an error without).  More trainers on a host than GPUs: ``auto``
     trains on the CPU (and says so), ``cuda`` is an error on every trainer (NCCL needs
     a GPU per trainer)."""
+    setting = str(setting)          # torch.device("cuda") too
     if setting not in ("auto", "cpu", "cuda"):
         raise InputError(f"device must be auto, cpu or cuda, got {setting!r}")
     tc = ctx.trainer_comm

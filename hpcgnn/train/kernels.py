@@ -22,6 +22,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
+from torch_geometric.utils import spmm
 
 from .. import _ext
 from ..errors import InputError
@@ -189,14 +190,14 @@ def linear_before_dropout(x: torch.Tensor, w: torch.Tensor, p: float, training: 
 
 def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=torch.float32,
                    with_root: bool = False):
-    """The adjacency a PyG layer aggregates along: for CPU tensors, a
-    ``[num_dst, num_src]`` sparse CSR matrix of ones of ``dtype`` (the features'
-    dtype; row ``d`` = the sources of the edges into ``d``, in edge order);
-    otherwise ``edge_index`` itself.  Ids outside ``[0, num_src)`` /
+    """The adjacency a PyG layer aggregates along: a ``[num_dst, num_src]`` sparse
+    CSR matrix of ones of ``dtype`` (the features' dtype; row ``d`` = the sources of
+    the edges into ``d``, in edge order) on ``edge_index``'s device (a compiled pass
+    for int64 CPU edges, PyTorch's operations otherwise).  Ids outside ``[0, num_src)`` /
     ``[0, num_dst)`` raise :class:`~hpcgnn.errors.InputError`.  Edges already
     sorted by destination (what the sampler emits) need no sort.
 
-    ``with_root`` (CPU only): ``2 * num_dst`` rows, interleaved: row ``2d`` holds
+    ``with_root``: ``2 * num_dst`` rows, interleaved: row ``2d`` holds
     the sources of ``d``, row ``2d + 1`` selects source ``d`` alone - a mean over it
     is the root row ``x[d]`` itself.  The product's ``(2 * num_dst, F)`` result viewed
     as ``(num_dst, 2F)`` is then ``[mean_d | x_d]`` row by row: both halves of a SAGE
@@ -204,11 +205,10 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
     (one product with K = 2F runs faster than two with K = F), and the gradient
     reaches ``x`` through the one sparse product (a slice ``x[:num_dst]`` would add a
     zero-filled, full-size gradient and a full-size sum in the backward pass)."""
-    if edge_index.device.type != "cpu":
-        return edge_index
     if with_root and num_dst > num_src:
         raise InputError(f"mean_adjacency: with_root needs num_dst <= num_src, got {num_dst} > {num_src}")
-    if edge_index.dtype == torch.int64:          # one compiled pass (edges sorted by destination)
+    dev = edge_index.device
+    if edge_index.dtype == torch.int64 and dev.type == "cpu":   # one compiled pass (edges sorted by destination)
         src, dst = edge_index[0].contiguous(), edge_index[1].contiguous()
         rows = 2 * num_dst if with_root else num_dst
         indptr = torch.empty(rows + 1, dtype=torch.int64)
@@ -228,17 +228,17 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
         src, dst = src[order], dst[order]
     rows, E = num_dst, src.numel()
     src = src.to(torch.int64)
-    indptr = torch.empty(num_dst + 1, dtype=torch.int64)
+    indptr = torch.empty(num_dst + 1, dtype=torch.int64, device=dev)
     indptr[0] = 0
     torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=indptr[1:])
     if with_root:
         rows = 2 * num_dst
-        d = torch.arange(num_dst, dtype=torch.int64)
-        cols = torch.empty(E + num_dst, dtype=torch.int64)
+        d = torch.arange(num_dst, dtype=torch.int64, device=dev)
+        cols = torch.empty(E + num_dst, dtype=torch.int64, device=dev)
         # edge e (into d_e) moves past the d_e root entries before it; root d ends row 2d+1
-        cols[torch.arange(E, dtype=torch.int64) + dst.to(torch.int64)] = src
+        cols[torch.arange(E, dtype=torch.int64, device=dev) + dst.to(torch.int64)] = src
         cols[indptr[1:] + d] = d
-        inter = torch.empty(2 * num_dst + 1, dtype=torch.int64)
+        inter = torch.empty(2 * num_dst + 1, dtype=torch.int64, device=dev)
         inter[:-1].view(num_dst, 2)[:, 0] = indptr[:-1] + d
         inter[:-1].view(num_dst, 2)[:, 1] = indptr[1:] + d
         inter[-1] = E + num_dst
@@ -249,7 +249,7 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
 def _csr(indptr, cols, rows: int, cols_n: int, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # "sparse CSR support is in beta"
-        return torch.sparse_csr_tensor(indptr, cols, torch.ones(cols.numel(), dtype=dtype),
+        return torch.sparse_csr_tensor(indptr, cols, torch.ones(cols.numel(), dtype=dtype, device=cols.device),
                                        size=(rows, cols_n), check_invariants=False)
 
 
@@ -322,7 +322,7 @@ def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     writing each gradient row once (PyTorch's sparse product: 1.3-1.4x as long
     forward on a first and second SAGE layer, and its backward sorts, zero-fills and
     copies).  ``x`` may be a :class:`~hpcgnn.graph.row_refs.RowRefs` (rows read in
-    place, no gradient).  Anything else goes to PyTorch."""
+    place, no gradient).  Anything else (a GPU, another dtype) goes to PyG's ``spmm``."""
     if isinstance(x, RowRefs):
         if x.dtype != torch.float32 or len(x.row_shape) != 1 or adj.layout != torch.sparse_csr:
             return csr_mean(adj, x.materialize())
@@ -333,5 +333,5 @@ def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
                            torch.get_num_threads())
         return out
     if x.dtype != torch.float32 or x.device.type != "cpu" or adj.layout != torch.sparse_csr:
-        return torch.sparse.mm(adj, x, "mean")
+        return spmm(adj, x, "mean")         # PyG's: the sum over the degree on a GPU
     return _CsrMean.apply(x.contiguous(), adj.crow_indices(), adj.col_indices(), adj.shape[0])

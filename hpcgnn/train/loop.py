@@ -152,8 +152,8 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
     for b in loader:
         t0 = time.perf_counter()
         loss, correct, count = step_fn(b)
+        value = loss.item()             # on a GPU: where the host waits for the step
         r.compute_s += time.perf_counter() - t0
-        value = loss.item()
         r.step += 1
         signal, r.nonfinite = step_flags(tc, math.isfinite(value), getattr(cfg, "watch", None), r.step)
         if r.nonfinite:                   # no checkpoint of what this step left; fit() raises
