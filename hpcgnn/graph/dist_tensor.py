@@ -301,7 +301,7 @@ class DistTensor:
         if cache is None or cache.device is None or cache.device != device or not len(cache):
             if cache is not None and cache.device is not None:
                 return self.as_torch(self._host_gather_for_device(cache, ids)).to(device)
-            return _to_device(self[ids], device)
+            return self._staged(ids, device)
         st, ids = self._store_ids(ids)
         hit, at = cache.split(ids)
         miss = np.flatnonzero(~hit)
@@ -312,6 +312,16 @@ class DistTensor:
             out[torch.from_numpy(np.flatnonzero(hit)).to(device)] = cache.dev_rows[torch.from_numpy(at).to(device)]
         cache.count(ids, len(at))
         return out
+
+    def _staged(self, ids, device):
+        """``self[ids]`` on ``device``; for CUDA gathered straight into pinned host
+        memory (torch's caching host allocator: no fresh pages and no second copy, as
+        pinning ``self[ids]`` would take), then copied asynchronously."""
+        if device.type != "cuda" or not isinstance(self._dtype, torch.dtype):
+            return _to_device(self[ids], device)
+        buf = torch.empty((len(ids),) + tuple(self._shape[1:]), dtype=self._dtype, pin_memory=True)
+        self.gather(ids, out=buf)
+        return buf.to(device, non_blocking=True)
 
     def _host_gather_for_device(self, cache, ids) -> np.ndarray:
         """A cache on another device: read everything from the store."""
