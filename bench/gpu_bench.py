@@ -78,7 +78,7 @@ def main():
            "graph": {"config": os.path.abspath(cfg), "nodes": meta["num_nodes"]}, "epochs": a.epochs,
            "epoch_steps": a.epoch_steps, "trainers": a.trainers, "models": {}}
     failed = {}
-    keys = ("epoch_s", "best_epoch_s", "compute_s", "wait_s", "fetch_s", "test_acc", "inference_s")
+    keys = ("epoch_s", "best_epoch_s", "compute_s", "wait_s", "allreduce_s", "fetch_s", "test_acc", "inference_s")
     for m in models:
         row = {}
         for side, dev in (("baseline", base), ("measured", measured)):

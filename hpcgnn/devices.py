@@ -1,6 +1,8 @@
 """Devices named by users, made concrete where they are named."""
 from __future__ import annotations
 
+from .errors import InputError
+
 try:
     import torch
 except ImportError:  # pragma: no cover - torch is a dependency of the training stack only
@@ -13,5 +15,7 @@ def concrete(device) -> torch.device:
     thread (the loaders' prefetch) must carry its index, or the work lands on GPU 0."""
     d = torch.device(device)
     if d.type == "cuda" and d.index is None:
+        if not torch.cuda.is_available():
+            raise InputError(f"device {str(device)!r}: this process sees no CUDA device")
         d = torch.device("cuda", torch.cuda.current_device())
     return d

@@ -342,21 +342,29 @@ def test_blocks_follow_the_model_input(graph):
 
 
 def test_batches_and_blocks_move_with_to(graph):
-    """DGL's ``blocks = [b.to(dev) for b in blocks]`` and PyG's ``batch.to(dev)``: every
-    tensor moves (the CPU here; a GPU where there is one), the same values, the
-    built blocks too, and the original batch is left as it was."""
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    b = _batch(graph, (4, 3), seed=5)
-    adjs = b.adjs
+    """DGL's ``blocks = [b.to(dev) for b in blocks]`` (a copy) and PyG's ``batch.to(dev)``
+    (in place, returns the batch): every tensor moves, the blocks too, built before
+    the move or after it.  ``meta`` stands for a GPU here (tensors move, no data)."""
+    devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
     for dev in devices:
-        moved = b.to(dev)
-        assert moved is not b and moved.batch_size == b.batch_size
-        for name in ("n_id", "e_id", "edge_index", "x", "y"):
-            t = getattr(moved, name)
-            assert t.device.type == dev and torch.equal(t.cpu(), getattr(b, name)), name
-        assert [a.adj_t.device.type for a in moved.adjs] == [dev] * len(adjs)
-        assert [a.size for a in moved.adjs] == [a.size for a in adjs]
-        for blk, mb in zip(b.to_blocks(), [blk.to(dev) for blk in b.to_blocks()]):
+        b = _batch(graph, (4, 3), seed=5)
+        n_id, blocks, sizes = b.n_id.clone(), b.to_blocks(), [a.size for a in b.adjs]
+        built = _batch(graph, (4, 3), seed=5)
+        built.adjs                                              # built on the host, then moved
+        for moved in (b.to(dev), built.to(dev)):
+            assert moved.batch_size == b.batch_size
+            for name in ("n_id", "e_id", "edge_index", "x", "y"):
+                assert getattr(moved, name).device.type == dev, name
+            assert moved.n_id.shape == n_id.shape
+            assert [a.adj_t.device.type for a in moved.adjs] == [dev, dev]
+            assert [a.size for a in moved.adjs] == sizes
+        fresh = _batch(graph, (4, 3), seed=5)
+        fresh._adjs = None
+        assert fresh.to(dev) is fresh                           # in place, as PyG's
+        if dev != "meta":               # built after the move (from a copy on the host: meta has no data)
+            assert [a.adj_t.device.type for a in fresh.adjs] == [dev, dev]
+        for blk in blocks:
+            mb = blk.to(dev)
             assert type(mb) is type(blk) and mb.num_dst_nodes() == blk.num_dst_nodes()
-            assert all(t.device.type == dev and torch.equal(t.cpu(), u) for t, u in zip(mb, blk))
-    assert b.adjs is adjs
+            assert all(t.device.type == dev and t.shape == u.shape for t, u in zip(mb, blk))
+            assert blk.src_nodes.device.type == "cpu"          # a copy: the original stays

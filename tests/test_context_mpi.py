@@ -125,6 +125,8 @@ def test_host_index_spans_virtual_nodes_and_pick_device():
     assert index == tc.Get_rank()                      # keyed by rank
     assert pick_device("cpu", ctx).type == "cpu"
     assert pick_device(torch.device("cpu"), ctx).type == "cpu"       # a torch.device as well as its name
+    with pytest.raises(InputError, match="give 'cuda'"):             # GPUs are handed out per host
+        pick_device(torch.device("cuda", 0), ctx)
     if not torch.cuda.is_available():
         assert pick_device("auto", ctx).type == "cpu"
         with pytest.raises(InputError, match="sees no CUDA device"):

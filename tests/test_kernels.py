@@ -127,6 +127,18 @@ def test_mean_adjacency_without_the_compiled_pass(with_root):
         assert torch.allclose(csr_mean(adj, x.float().to(dev)).cpu(), csr_mean(want, x.float()), atol=1e-5)
     empty = mean_adjacency(torch.zeros(2, 0, dtype=torch.int32), 4, 4)
     assert empty._nnz() == 0 and empty.shape == (4, 4)
+    # a GPU's mean: PyG's sum over the degree (what spmm does off the CPU)
+    deg = (want.crow_indices()[1:] - want.crow_indices()[:-1]).clamp(min=1).unsqueeze(1)
+    assert torch.allclose(torch.sparse.mm(got, x.float()) / deg, csr_mean(want, x.float()), atol=1e-5)
+    # edges in any order, and ids out of range, on that path too
+    shuffled = ei[:, torch.randperm(ei.shape[1], generator=g)].to(torch.int32)
+    again = mean_adjacency(shuffled, nd, ns, with_root=with_root)
+    assert torch.equal(again.crow_indices(), want.crow_indices())
+    assert torch.allclose(csr_mean(again, x.float()), csr_mean(want, x.float()), atol=1e-5)
+    bad = ei.to(torch.int32).clone()
+    bad[0, 3] = ns
+    with pytest.raises(InputError, match="outside"):
+        mean_adjacency(bad, nd, ns, with_root=with_root)
 
 
 def test_relu_dropout_is_relu_then_the_same_dropout():

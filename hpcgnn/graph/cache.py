@@ -79,8 +79,6 @@ class RowCache:
         self.nbytes = self.rows.nbytes
         self.device = None
         if device is not None:        # the rows live on the device (GPU memory): gather_to serves them there
-            import torch   # torch loaded when used (start-up cost)
-
             self.device = concrete(device)
             self.dev_rows = tensor.as_torch(self.rows).to(self.device)     # bfloat16 rows: as such
             self.rows = self.rows[:0]           # no host copy

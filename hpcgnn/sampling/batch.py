@@ -129,9 +129,11 @@ class MiniBatch:
         if self._adjs is None:
             x = self.x if isinstance(self.x, torch.Tensor) else None
             dtype = x.dtype if x is not None and x.is_floating_point() else torch.float32
-            adjs = build_adjs(self.edge_index, self.e_id, self.num_sampled_nodes, self.num_sampled_edges, dtype)
-            if x is not None and x.device.type != "cpu":
-                adjs = [a.to(x.device, non_blocking=True) for a in adjs]
+            dev = x.device if x is not None else self.edge_index.device
+            adjs = build_adjs(self.edge_index.cpu(), self.e_id.cpu(), self.num_sampled_nodes, self.num_sampled_edges,
+                              dtype)      # (built on the host, by the compiled pass)
+            if dev.type != "cpu":
+                adjs = [a.to(dev, non_blocking=True) for a in adjs]
             self._adjs = adjs
         return self._adjs
 
@@ -214,18 +216,20 @@ class MiniBatch:
         return self
 
     def to(self, device, non_blocking: bool = False) -> "MiniBatch":
-        """A copy of the batch with every tensor on ``device`` (ids, edges, ``x``/``y``,
-        link labels, the ``adjs`` once built), as PyG's ``batch.to(device)``; ``x``
-        held as row addresses is read into a tensor first."""
+        """Move every tensor of the batch to ``device`` (ids, edges, ``x``/``y``, link
+        labels, the ``adjs`` once built: their ``e_id`` stays in host memory), in place,
+        and return the batch, as PyG's ``batch.to(device)``; ``x`` held as row
+        addresses is read into a tensor first."""
         def move(t):
             if isinstance(t, RowRefs):
                 t = t.materialize()
             return t.to(device, non_blocking=non_blocking) if isinstance(t, torch.Tensor) else t
-        out = MiniBatch(**{f.name: move(getattr(self, f.name)) for f in fields(self) if f.name not in ("extra", "_adjs")},
-                        extra=dict(self.extra))
+        for f in fields(self):
+            if f.name not in ("extra", "_adjs"):
+                setattr(self, f.name, move(getattr(self, f.name)))
         if self._adjs is not None:
-            out._adjs = [a.to(device, non_blocking=non_blocking) for a in self._adjs]
-        return out
+            self._adjs = [a.to(device, non_blocking=non_blocking) for a in self._adjs]
+        return self
 
     def to_hetero(self, g, feat: str | None = "feat", label: str | None = "label"):
         """A batch sampled on a graph with several types, split by type into a

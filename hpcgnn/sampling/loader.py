@@ -434,7 +434,7 @@ class DistNodeDataLoader(_Loader):
                     or cache_bytes < 0:
                 raise InputError(f"DistNodeDataLoader: cache_bytes must be an integer >= 0 (0: no cache), "
                                  f"got {cache_bytes!r}")
-        dev = None if device is None else str(concrete(device))    # "cuda": this thread's GPU
+            dev = None if device is None else str(concrete(device))    # "cuda": this thread's GPU
         super().__init__(g, nids, batch_size, shuffle, drop_last, seed, prefetch, mode, "DistNodeDataLoader",
                          lambda plan: NodeTask(sampler, plan, feat, label, int(cache_bytes), dev, labels,
                                                feature_rows if dev is None else "copy"))

@@ -145,15 +145,15 @@ class AllreduceTimer:
 
     @property
     def seconds(self) -> float:
-        for start, end in self._events:
+        events, self._events = self._events, []
+        for start, end in events:
             end.synchronize()
             self._seconds += start.elapsed_time(end) / 1e3
-        self._events.clear()
         return self._seconds
 
     @seconds.setter
     def seconds(self, value: float) -> None:
-        self._events.clear()
+        self._events = []
         self._seconds = value
 
     def hook(self, state, bucket):
@@ -182,7 +182,7 @@ def rng_state() -> dict:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         # this trainer's GPU only: a resume may see another number of GPUs
         # (srun --gpus-per-task), and the trainer draws on its own device alone
-        state["cuda"] = torch.cuda.get_rng_state(torch.cuda.current_device())
+        state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
@@ -193,9 +193,10 @@ def set_rng_state(s: dict) -> None:
     if "cuda" in s and torch.cuda.is_available():
         cuda = s["cuda"]
         if isinstance(cuda, (list, tuple)):     # an older checkpoint: every visible GPU's state
-            cuda = cuda[torch.cuda.current_device()] if torch.cuda.current_device() < len(cuda) else None
+            i = torch.cuda.current_device()
+            cuda = cuda[i] if i < len(cuda) else None
         if cuda is not None:
-            torch.cuda.set_rng_state(cuda, torch.cuda.current_device())
+            torch.cuda.set_rng_state(cuda)      # the current GPU (set lazily, as CUDA starts)
 
 
 def start(cfg):
@@ -225,7 +226,11 @@ def pick_device(setting: str, ctx):
     ``cpu``; ``cuda`` (an error without).  More trainers on a host than GPUs: ``auto``
     trains on the CPU (and says so), ``cuda`` is an error on every trainer (NCCL needs
     a GPU per trainer)."""
-    setting = str(setting)          # torch.device("cuda") too
+    if isinstance(setting, torch.device):
+        if setting.index is not None:
+            raise InputError(f"device {str(setting)!r}: give 'cuda' (each trainer takes a GPU of its host in "
+                             "turn), 'cpu' or 'auto'")
+        setting = setting.type
     if setting not in ("auto", "cpu", "cuda"):
         raise InputError(f"device must be auto, cpu or cuda, got {setting!r}")
     tc = ctx.trainer_comm

@@ -218,12 +218,15 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int, dtype=t
             return _csr(indptr, cols, rows, num_src, dtype)
         # else: out of range (raised below) or not sorted by destination (sorted below)
     src, dst = edge_index[0], edge_index[1]
-    if src.numel():
+    unsorted = False
+    if src.numel():      # one read back from a GPU: the ids' ranges and whether they are sorted
         (slo, shi), (dlo, dhi) = torch.aminmax(src), torch.aminmax(dst)
-        if int(slo) < 0 or int(shi) >= num_src or int(dlo) < 0 or int(dhi) >= num_dst:
+        facts = torch.stack([slo, shi, dlo, dhi, (dst[1:] < dst[:-1]).any().to(slo.dtype)]).tolist()
+        if facts[0] < 0 or facts[1] >= num_src or facts[2] < 0 or facts[3] >= num_dst:
             raise InputError(f"mean_adjacency: edge_index holds ids outside [0, {num_src}) (sources) or "
                              f"[0, {num_dst}) (destinations)")
-    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+        unsorted = bool(facts[4])
+    if unsorted:
         order = torch.argsort(dst, stable=True)
         src, dst = src[order], dst[order]
     rows, E = num_dst, src.numel()

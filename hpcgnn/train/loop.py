@@ -113,7 +113,7 @@ class EpochSteps:
     step: int                 # the global step count after the epoch
     stopped: bool             # a signal or max_steps ended the run (checkpoint written)
     epoch_complete: bool = False   # the epoch's last step ran here (also when stopped on it)
-    compute_s: float = 0.0    # time in step_fn
+    compute_s: float = 0.0    # time in step_fn and its loss.item() (where the host waits for a GPU)
     loss_sum: float = 0.0     # sum of loss x count
     correct: int = 0
     seen: int = 0
