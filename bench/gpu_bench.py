@@ -46,11 +46,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     train_bench.graph_args(ap)
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--epoch-steps", type=int, default=30, help="steps per epoch, both devices")
-    ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--fanouts", default="25,10")
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--epochs", type=int, default=3, help="epochs per run; epoch 0 is warm-up, epoch_s is the "
+                                                         "mean of the others (default %(default)s)")
+    ap.add_argument("--epoch-steps", type=int, default=30, help="steps per epoch, both devices (default %(default)s)")
+    ap.add_argument("--batch", type=int, default=1000, help="seeds per batch (default %(default)s)")
+    ap.add_argument("--fanouts", default="25,10", help="per hop (default %(default)s)")
+    ap.add_argument("--hidden", type=int, default=256, help="hidden width (default %(default)s)")
     ap.add_argument("--feature-rows", default="auto", choices=("auto", "copy", "refs"))
     ap.add_argument("--devices", default="cpu,cuda",
                     help="baseline,measured (cpu,cpu tries the bench itself on a machine without a GPU)")

@@ -69,6 +69,7 @@ def prepare(a) -> str:
     if not d:
         d = tempfile.mkdtemp(prefix="hpcgnn-tbench-")
         atexit.register(shutil.rmtree, d, True)
+    os.makedirs(d, exist_ok=True)
     hp = [sys.executable, "-m", "hpcgnn"]
     raw = os.path.join(d, "graph.h5")
     subprocess.run(["mpirun", "-n", "2", *hp, "generate", raw, "--num-nodes", str(a.nodes), "--avg-degree",
@@ -105,12 +106,13 @@ def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_di
 
 def graph_args(ap) -> None:
     """The options naming the graph a training bench runs on (see :func:`prepare`)."""
-    ap.add_argument("--part-config")
-    ap.add_argument("--nodes", type=int, default=100_000)
-    ap.add_argument("--degree", type=float, default=20)
-    ap.add_argument("--feat-dim", type=int, default=64)
-    ap.add_argument("--classes", type=int, default=16)
-    ap.add_argument("--dir")
+    ap.add_argument("--part-config", help="a partitioned graph's JSON (else one is generated and partitioned)")
+    ap.add_argument("--nodes", type=int, default=100_000, help="nodes of the generated graph (default %(default)s)")
+    ap.add_argument("--degree", type=float, default=20, help="its average degree (default %(default)s)")
+    ap.add_argument("--feat-dim", type=int, default=64, help="its feature width (default %(default)s)")
+    ap.add_argument("--classes", type=int, default=16, help="its classes (default %(default)s)")
+    ap.add_argument("--dir", help="where to keep the generated graph (created; default: a temporary directory "
+                                  "removed at exit)")
 
 
 def main():

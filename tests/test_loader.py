@@ -118,6 +118,24 @@ def test_loader_resumes_at_the_step_it_stopped(graph):
     assert L3.state_dict()["epoch"] == 1 and L3.state_dict()["step"] == 0
 
 
+def test_loader_state_after_a_break_is_where_the_next_loop_starts(graph):
+    """A ``for`` left with ``break``: the next ``for`` starts the next epoch, and a
+    checkpoint taken between the two resumes there too (the same next batch)."""
+    g, _, _ = graph
+    make = lambda: DistNodeDataLoader(g, np.arange(300), NeighborSampler([3]), batch_size=50, shuffle=True,  # noqa
+                                      seed=7, mode="thread")
+    L = make()
+    for step, _ in enumerate(L):
+        if step == 2:
+            break
+    state = L.state_dict()
+    assert (state["epoch"], state["step"]) == (1, 0)
+    live = next(iter(L))
+    L2 = make()
+    L2.load_state_dict(state)
+    assert torch.equal(next(iter(L2)).n_id, live.n_id)
+
+
 def test_loader_state_after_an_epochs_last_batch_and_finish_epoch(graph):
     """A checkpoint taken at an epoch's last batch, or after the caller ended the
     epoch early (finish_epoch: ``epoch_steps``), resumes at the next epoch's start."""

@@ -275,8 +275,11 @@ class _Loader:
         self.position = (e, 0)
 
     def state_dict(self) -> dict:
-        """Where the next iteration starts: ``{"epoch", "step"}`` (for checkpoints)."""
-        e, s = self.position
+        """Where the next batch comes from: ``{"epoch", "step"}`` (for checkpoints).
+        Inside a ``for`` over the loader, the step after the last batch handed out;
+        outside one, where the next ``for`` starts (after a ``break``: the next epoch,
+        as the live run goes on)."""
+        e, s = self.position if self._source is not None else (self._epoch, self._start)
         return {"epoch": e, "step": s, "seed": self.plan.seed}
 
     def load_state_dict(self, state: dict) -> None:
