@@ -132,5 +132,5 @@ def hotness_from_sampler(g, sampler, seeds, batch_size: int = 1024, batches: int
     for _ in range(batches):
         s = gen.choice(seeds, min(batch_size, len(seeds)), replace=False) if len(seeds) else seeds
         b = sampler.sample(g, s, rng=gen)
-        counts += np.bincount(b.n_id.numpy(), minlength=len(counts))
+        counts += np.bincount(b.n_id.cpu().numpy(), minlength=len(counts))
     return counts

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..devices import wait_on
 from ..errors import InputError
 from ..graph.row_refs import RowRefs
 from ..graph.tensor_store import bits_as_torch
@@ -107,6 +108,7 @@ class MiniBatch:
     n_type: torch.Tensor | None = None
     e_type: torch.Tensor | None = None
     _adjs: list | None = field(default=None, repr=False, compare=False)
+    _ready: object = field(default=None, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -130,12 +132,48 @@ class MiniBatch:
             x = self.x if isinstance(self.x, torch.Tensor) else None
             dtype = x.dtype if x is not None and x.is_floating_point() else torch.float32
             dev = x.device if x is not None else self.edge_index.device
-            adjs = build_adjs(self.edge_index.cpu(), self.e_id.cpu(), self.num_sampled_nodes, self.num_sampled_edges,
-                              dtype)      # (built on the host, by the compiled pass)
-            if dev.type != "cpu":
-                adjs = [a.to(dev, non_blocking=True) for a in adjs]
-            self._adjs = adjs
+            # built where the edges are (the compiled pass on the host, torch ops on a
+            # device), then placed beside x
+            self._adjs = build_adjs(self.edge_index, self.e_id, self.num_sampled_nodes, self.num_sampled_edges,
+                                    dtype, dev)
         return self._adjs
+
+    def stage(self, device, staging=None) -> "MiniBatch":
+        """Make the batch what a model on ``device`` reads, off the training step (a
+        loader's thread calls it): ``edge_index``, ``x``, ``y`` and the per-layer
+        blocks (built here) on ``device``, copied on ``staging``'s stream
+        (:class:`~hpcgnn.devices.Staging`), an event marking when they are there
+        (:meth:`wait_ready`).  ``n_id``/``e_id`` stay where they are.  Counts the bytes
+        that crossed to the device in ``extra["h2d_bytes"]``.  Returns ``self``."""
+        dev = torch.device(device)
+        moved = 0
+        for name in ("edge_index", "y"):
+            t = getattr(self, name)
+            if isinstance(t, torch.Tensor) and t.device != dev:
+                moved += t.numel() * t.element_size()
+                setattr(self, name, _pinned(t).to(dev, non_blocking=True))
+        if isinstance(self.x, torch.Tensor) and self.x.device != dev:
+            moved += self.x.numel() * self.x.element_size()
+            self.x = _pinned(self.x).to(dev, non_blocking=True)
+        if self.edge_label_index is None and len(self.num_sampled_edges):
+            host = self.edge_index.device.type == "cpu" and dev.type != "cpu"
+            adjs = self.adjs
+            if host:          # the CSR crossed (row pointers, columns; the values are made there)
+                moved += sum(a.adj_t.crow_indices().numel() + a.adj_t.col_indices().numel() for a in adjs[:1]) * 8
+        self.extra["h2d_bytes"] = self.extra.get("h2d_bytes", 0) + moved
+        self._ready = staging.done() if staging is not None else None
+        return self
+
+    def wait_ready(self) -> "MiniBatch":
+        """On the consuming thread: its device stream waits for :meth:`stage`'s copies
+        (no host sync; a no-op on a CPU or for a batch not staged)."""
+        ev, self._ready = self._ready, None
+        if ev is not None:
+            ts = [self.x, self.y, self.edge_index]
+            for a in self._adjs or ():
+                ts += [a.adj_t.crow_indices(), a.adj_t.col_indices(), a.adj_t.values(), a.edge_index]
+            wait_on(ev, ts, self.edge_index.device)
+        return self
 
     @property
     def pyg_edge_index(self):
@@ -189,7 +227,7 @@ class MiniBatch:
             if name is not None and name not in g.ndata:
                 raise InputError(f"MiniBatch.fetch_features: {name!r} is not a node feature of graph "
                                  f"{g.graph_name!r} (node features: {sorted(g.ndata) or 'none'})")
-        ids = self.n_id.numpy()
+        ids = self.n_id.cpu().numpy()
         if feat is not None:
             has = g.get_partition_config()["node_feats"][feat].get("ntypes") if self.n_type is not None else None
             if has:     # typed graph, feature of some types only: read those rows, zeros elsewhere
@@ -225,7 +263,7 @@ class MiniBatch:
                 t = t.materialize()
             return t.to(device, non_blocking=non_blocking) if isinstance(t, torch.Tensor) else t
         for f in fields(self):
-            if f.name not in ("extra", "_adjs"):
+            if f.name not in ("extra", "_adjs", "_ready"):
                 setattr(self, f.name, move(getattr(self, f.name)))
         if self._adjs is not None:
             self._adjs = [a.to(device, non_blocking=non_blocking) for a in self._adjs]
@@ -311,6 +349,12 @@ def _gather_features(t, ids, upcast: bool) -> torch.Tensor:
     if upcast and x.dtype in HALF:
         x = torch.from_numpy(FEATURES.take(len(ids), t.shape[1:], np.float32)).copy_(x)
     return x
+
+
+def _pinned(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in page-locked memory where a GPU is there (the copy then runs
+    asynchronously; torch's host allocator caches the pages)."""
+    return t.pin_memory() if t.device.type == "cpu" and torch.cuda.is_available() and not t.is_pinned() else t
 
 
 def _as_tensor(a):

@@ -125,34 +125,73 @@ def _cumsum(counts) -> list[int]:
 
 
 def build_adjs(edge_index: torch.Tensor, e_id: torch.Tensor, num_sampled_nodes, num_sampled_edges,
-               dtype=torch.float32) -> list[LayerAdj]:
+               dtype=torch.float32, device=None) -> list[LayerAdj]:
     """Independent: the per-layer blocks of a sampled batch, outermost layer first
     (see the module docstring).  Edges not sorted by destination (typed sampling)
-    are sorted once, stably (the hop prefixes survive the sort)."""
+    are sorted once, stably (the hop prefixes survive the sort).  Built where
+    ``edge_index`` is: on the host by the compiled pass, on a device by torch
+    operations (:func:`csr_on_device`); ``device``: the blocks' place (a host-built
+    CSR crosses once, all layers being views of it)."""
     ncum, ecum = _cumsum(num_sampled_nodes), _cumsum(num_sampled_edges)
     L = len(num_sampled_edges)
     n_rows, n_all, E = ncum[L], ncum[-1], ecum[L]
     src, dst = edge_index[0, :E].contiguous(), edge_index[1, :E].contiguous()
+    if src.device.type == "cpu":
+        crow, col, order = _csr_on_host(src, dst, n_rows, n_all)
+    else:
+        crow, col, order = csr_on_device(src, dst, n_rows, n_all)
+    ei = edge_index[:, :E] if order is None else torch.stack([src[order], dst[order]])
+    eid = e_id[:E] if order is None else e_id[:E][order.to(e_id.device)]
+    # each layer's edge count: one read (the host's CSR is in host memory already)
+    ends = crow[torch.tensor(ncum[:L + 1], device=crow.device)].tolist()
+    dev = crow.device if device is None else torch.device(device)
+    if dev != crow.device:
+        crow, col = crow.to(dev, non_blocking=True), col.to(dev, non_blocking=True)
+        ei = ei.to(dev, non_blocking=True)
+    ones = torch.ones(E, dtype=dtype, device=dev)
+    out = []
+    for i in range(L):
+        hops = L - i
+        nd, ns = ncum[hops], ncum[hops + 1]
+        m = ends[hops]
+        adj = _csr(crow[: nd + 1], col[:m], ones[:m], nd, ns)
+        out.append(LayerAdj(adj, (ns, nd), ei[:, :m], eid[:m]))
+    return out
+
+
+def _csr_on_host(src: torch.Tensor, dst: torch.Tensor, n_rows: int, n_all: int):
+    """The compiled pass: ``(crow, col, order)``, ``order`` the stable sort by
+    destination where the edges were not sorted (else None)."""
+    E = len(src)
     indptr = np.empty(n_rows + 1, np.int64)
     cols = np.empty(E, np.int64)
     rc = _ext.build_csr(src.numpy(), dst.numpy(), n_rows, n_all, False, indptr, cols)
     order = None
     if rc != 0:                                  # not sorted by destination (or ids out of range)
         order = torch.argsort(dst, stable=True)
-        src, dst = src[order], dst[order]
-        rc = _ext.build_csr(src.numpy(), dst.numpy(), n_rows, n_all, False, indptr, cols)
+        rc = _ext.build_csr(src[order].numpy(), dst[order].numpy(), n_rows, n_all, False, indptr, cols)
         if rc != 0:
             raise ValueError(f"MiniBatch.adjs: edge_index holds ids outside the batch's {n_all} nodes "
                              f"(or edges of hop h not into the nodes of hop h-1)")
-    crow, col = torch.from_numpy(indptr), torch.from_numpy(cols)
-    ones = torch.ones(E, dtype=dtype)
-    ei = edge_index[:, :E] if order is None else torch.stack([src, dst])
-    eid = e_id[:E] if order is None else e_id[:E][order]
-    out = []
-    for i in range(L):
-        hops = L - i
-        nd, ns = ncum[hops], ncum[hops + 1]
-        m = int(indptr[nd])
-        adj = _csr(crow[: nd + 1], col[:m], ones[:m], nd, ns)
-        out.append(LayerAdj(adj, (ns, nd), ei[:, :m], eid[:m]))
-    return out
+    return torch.from_numpy(indptr), torch.from_numpy(cols), order
+
+
+def csr_on_device(src: torch.Tensor, dst: torch.Tensor, n_rows: int, n_all: int):
+    """:func:`_csr_on_host` by torch operations on any device (the GPU's blocks; its
+    CPU twin is tested against the compiled pass): row pointers from a count of the
+    destinations, one stable sort where they are not sorted yet (the homogeneous
+    samplers make them sorted), and one host read for that fact and the ids' range."""
+    if len(dst) == 0:
+        return torch.zeros(n_rows + 1, dtype=torch.int64, device=dst.device), src.contiguous(), None
+    facts = torch.stack([(dst[1:] >= dst[:-1]).all(), dst.min() >= 0, dst.max() < n_rows,
+                         src.min() >= 0, src.max() < n_all]).tolist()
+    if not all(facts[1:]):
+        raise ValueError(f"MiniBatch.adjs: edge_index holds ids outside the batch's {n_all} nodes "
+                         f"(or edges of hop h not into the nodes of hop h-1)")
+    order = None
+    if not facts[0]:
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
+    crow = torch.zeros(n_rows + 1, dtype=torch.int64, device=dst.device)
+    torch.cumsum(torch.bincount(dst, minlength=n_rows), 0, out=crow[1:])
+    return crow, src.contiguous(), order

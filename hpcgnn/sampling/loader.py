@@ -27,7 +27,6 @@ import numbers
 import queue
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -37,11 +36,11 @@ from ..comm.mpi import MPI
 from ..devices import concrete
 from ..errors import InputError
 from ..graph.dist_graph import as_ids
-from ..partition.arrays import unique_inverse
 from .batch import FEATURE_ROWS
 from .plan import EpochPlan
 from .precision import float_features
 from .remote import RemoteLoader
+from .tasks import EdgeTask, NodeTask
 
 
 class _IfPresent(str):
@@ -64,80 +63,6 @@ def _resolve(g, name):
 
 MODES = ("auto", "inline", "thread", "samplers")
 EXCLUDE = (None, "self", "reverse_id")
-
-
-@dataclass
-class NodeTask:
-    """How to build a node-classification batch (picklable: sent to sampler ranks)."""
-    sampler: object
-    plan: EpochPlan
-    feat: str | None
-    label: str | None
-    cache_bytes: int = 0
-    device: str | None = None
-    label_rows: str = "all"
-    feature_rows: str = "copy"
-    keep_half: bool = False        # half-precision features stay so (sent by sampler ranks)
-
-    def make(self, g, epoch: int, step: int, order=None):
-        t0 = time.perf_counter()
-        _ensure_cache(g, self.feat, self.cache_bytes, self.device)
-        seeds = self.plan.batch(epoch, step, order)
-        b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
-        t1 = time.perf_counter()
-        cache = g.ndata[self.feat].cache if self.cache_bytes and self.feat is not None else None
-        before = (cache.hits, cache.remote_lookups) if cache is not None else None
-        if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows,
-                             feature_rows=self.feature_rows, keep_half=self.keep_half)
-        b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
-        b.extra["padding"] = self.plan.is_padding(step)
-        if before is not None:        # counted where the batch was made (a sampler rank, maybe)
-            b.extra["cache_hits"] = cache.hits - before[0]
-            b.extra["cache_remote_lookups"] = cache.remote_lookups - before[1]
-        return b
-
-
-@dataclass
-class EdgeTask:
-    """How to build a link-prediction batch (picklable)."""
-    sampler: object
-    plan: EpochPlan
-    negative_sampler: object
-    exclude: object
-    reverse_eids: np.ndarray | None
-    feat: str | None
-    label: str | None
-    keep_half: bool = False
-
-    def make(self, g, epoch: int, step: int, order=None):
-        t0 = time.perf_counter()
-        eids = self.plan.batch(epoch, step, order)
-        rng = self.plan.rng(epoch, step)
-        src, dst = (t.numpy() for t in g.find_edges(eids))
-        parts = [src, dst]
-        if self.negative_sampler is not None:
-            parts += list(self.negative_sampler(g.num_nodes(), src, dst, rng))
-        uniq, inv = unique_inverse(np.concatenate(parts))
-        b = self.sampler.sample(g, uniq, rng=rng)
-        if self.exclude == "self":
-            b.drop_edges(eids)
-        elif self.exclude == "reverse_id":
-            b.drop_edges(np.concatenate([eids, self.reverse_eids[eids]]))
-        elif callable(self.exclude):
-            b.drop_edges(np.asarray(self.exclude(torch.from_numpy(eids)), dtype=np.int64))
-        B = len(eids)
-        inv = inv.astype(np.int64, copy=False)
-        eli = np.concatenate([inv[:2 * B].reshape(2, B), inv[2 * B:].reshape(2, -1)], axis=1)
-        b.edge_label_index = torch.from_numpy(np.ascontiguousarray(eli))
-        b.edge_label = torch.cat([torch.ones(B), torch.zeros(eli.shape[1] - B)])
-        b.input_id = torch.from_numpy(eids)
-        t1 = time.perf_counter()
-        if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label, keep_half=self.keep_half)
-        b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
-        b.extra["padding"] = self.plan.is_padding(step)
-        return b
 
 
 def _homogeneous(g, ids, kind: str, what: str):
@@ -165,21 +90,6 @@ def _homogeneous(g, ids, kind: str, what: str):
         homo = book.map_to_homo_nid(tids, t) if kind == "node" else book.map_to_homo_eid(tids, t)
         out.append(np.asarray(homo, dtype=np.int64).reshape(-1))
     return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
-def _ensure_cache(g, feat, budget: int, device=None) -> None:
-    """Give ``g.ndata[feat]`` a hot-row cache of ``budget`` bytes (by in-degree) in
-    the process that gathers the features (trainer or sampler rank), once; in
-    ``device``'s memory when given.  A feature of some node types only caches rows
-    of those types (the others are never read)."""
-    if budget and feat is not None and g.ndata[feat].cache is None:
-        has = g.get_partition_config()["node_feats"].get(feat, {}).get("ntypes")
-        rows = None
-        book = g.get_partition_book()
-        if has and len(book.ntypes) > 1:
-            tids = np.asarray(book.map_to_per_ntype(np.arange(g.num_nodes(), dtype=np.int64))[0])
-            rows = np.isin(tids, [book.ntype_id(t) for t in has])
-        g.ndata[feat].enable_cache(budget, graph=g, device=device, rows=rows)
 
 
 class _Loader:
@@ -294,7 +204,7 @@ class _Loader:
         self._epoch, self._start = epoch + 1, 0
         self.position = (epoch, start)
         self.stats = {"wait_s": 0.0, "batches": 0, "sampled_edges": 0, "sample_s": 0.0, "fetch_s": 0.0,
-                      "cache_hits": 0, "cache_remote_lookups": 0}
+                      "cache_hits": 0, "cache_remote_lookups": 0, "h2d_bytes": 0}
         self._close_source()                  # one epoch at a time per loader
         if self.mode == "samplers":
             source = self._remote.epoch(epoch, start, self.plan.steps)
@@ -307,6 +217,8 @@ class _Loader:
             for step in range(start, self.plan.steps):
                 t0 = time.perf_counter()
                 b = source.next()
+                if hasattr(b, "wait_ready"):
+                    b.wait_ready()            # the device waits for the batch's copies, not the host
                 if self.mode == "samplers":
                     b.x = float_features(b.x)
                 self.stats["wait_s"] += time.perf_counter() - t0
@@ -316,6 +228,7 @@ class _Loader:
                 self.stats["fetch_s"] += b.extra.get("fetch_s", 0.0)
                 self.stats["cache_hits"] += b.extra.get("cache_hits", 0)
                 self.stats["cache_remote_lookups"] += b.extra.get("cache_remote_lookups", 0)
+                self.stats["h2d_bytes"] += b.extra.get("h2d_bytes", 0)
                 # after an epoch's last batch, a checkpoint resumes at the next epoch
                 self.position = (epoch, step + 1) if step + 1 < self.plan.steps else (epoch + 1, 0)
                 yield b

@@ -5,7 +5,7 @@ Protocol (all on :class:`hpcgnn.comm.batches.BatchChannel`, per loader id ``lid`
 which the trainers number alike because loaders are created collectively):
 
 * at loader creation each trainer sends its samplers ``("register", lid, trainer,
-  graph_name, task)``: the picklable task (:class:`~hpcgnn.sampling.loader.NodeTask`
+  graph_name, task)``: the picklable task (:class:`~hpcgnn.sampling.tasks.NodeTask`
   or ``EdgeTask``) holding the trainer's ids and settings;
 * per epoch, ``("epoch", lid, trainer, epoch, steps, credits)``: the steps this
   sampler produces (with ``S`` samplers, every ``S``-th) and how many batches it

@@ -8,7 +8,9 @@ import torch
 
 from ..errors import InputError
 from ..graph.dist_graph import as_ids
+from ..devices import concrete
 from .batch import MiniBatch
+from .device import LocalCSR, Relabel, sample_hop
 from .neighbor import (kernels, check_edge_dir, check_fanout, check_prob, etype_fanouts, make_seed, sample_edges,
                        sample_typed)
 
@@ -25,10 +27,16 @@ class NeighborSampler:
     ``edge_dir``, ``replace`` and ``prob`` as in :func:`sample_neighbors`.  ``seed``
     (int or None) seeds the sampler's own generator; ``sample(..., rng=)`` overrides
     it per call.  ``nthreads``: OpenMP threads of the kernel (1: this thread only).
+    ``device`` (e.g. ``"cuda"``): sample there (:mod:`hpcgnn.sampling.device`): the
+    seeds of this host's partitions by the device from its copy or mapping of the
+    host's CSR, the others through RMA; the batch's tensors are on that device.  On a
+    graph with one node and edge type, uniform (``prob=None``); others sample on the
+    host.  The device's draws differ from the host kernel's for the same seed (the
+    same distribution).
     """
 
     def __init__(self, fanouts, edge_dir: str = "in", replace: bool = False, prob: str | None = None,
-                 *, seed: int | None = None, nthreads: int = 1):
+                 *, seed: int | None = None, nthreads: int = 1, device=None):
         if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__len__"):
             raise InputError(f"NeighborSampler: fanouts must be a list of integers, got {fanouts!r}")
         if len(fanouts) == 0:
@@ -44,12 +52,15 @@ class NeighborSampler:
             raise InputError(f"NeighborSampler: prob must be the name of an edge feature, got {prob!r}")
         self.edge_dir, self.replace, self.prob = edge_dir, bool(replace), prob
         self.nthreads = max(1, int(nthreads))
+        self.device = None if device is None else concrete(device)
+        self._csr: dict = {}
         self._rng = np.random.default_rng(seed)
         self._local = threading.local()
 
     def __getstate__(self):              # picklable (sent to sampler ranks): no thread-local tables
         state = self.__dict__.copy()
         del state["_local"]
+        state["_csr"] = {}
         return state
 
     def __setstate__(self, state):
@@ -94,13 +105,15 @@ class NeighborSampler:
         rng = self._rng if rng is None else rng
         if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
             rng = np.random.default_rng(int(rng))      # one generator: a fresh kernel seed per hop
+        typed = g.tables.num_etypes > 1 or len(g.ntypes) > 1 or any(isinstance(f, dict) for f in self.fanouts)
+        if self.device is not None and not typed and wstore is None:
+            return self._sample_on_device(g, s, rng)
         relabel = self._relabeler(ext, self._expected_nodes(len(s), g.num_nodes()))
         relabel.map(s)
         if len(relabel) != len(s):
             raise InputError(f"NeighborSampler: seeds must be unique ({len(s) - len(relabel)} repeated)")
         num_nodes, num_edges = [len(s)], []
         srcs, dsts, eids, etypes = [], [], [], []
-        typed = g.tables.num_etypes > 1 or len(g.ntypes) > 1 or any(isinstance(f, dict) for f in self.fanouts)
         if typed and wstore is not None:
             raise InputError("NeighborSampler: prob= is not supported on graphs with several edge types")
         frontier, begin = s, 0
@@ -132,6 +145,42 @@ class NeighborSampler:
             mb.e_type = torch.from_numpy(np.concatenate(etypes))
             mb.n_type = torch.from_numpy(g.node_types_of(n_id))
         return mb
+
+    def local_csr(self, g) -> LocalCSR:
+        """This host's CSR where :attr:`device` reads it (made at the first batch on
+        ``g``, kept while the graph is open)."""
+        key = id(g.tables)
+        csr = self._csr.get(key)
+        if csr is None:
+            csr = self._csr[key] = LocalCSR(g.tables, self.device)
+        return csr
+
+    def _sample_on_device(self, g, s: np.ndarray, rng) -> MiniBatch:
+        """:meth:`sample` by :attr:`device` (see :mod:`hpcgnn.sampling.device`)."""
+        if len(np.unique(s)) != len(s):
+            raise InputError(f"NeighborSampler: seeds must be unique ({len(s) - len(np.unique(s))} repeated)")
+        csr, dev = self.local_csr(g), self.device
+        seed = make_seed(rng)
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(seed)
+        seeds = torch.from_numpy(s).to(dev)
+        relabel = Relabel(seeds)
+        num_nodes, num_edges, srcs, dsts, eids = [len(s)], [], [], [], []
+        frontier, begin = seeds, 0
+        for h, f in enumerate(self.fanouts):
+            nbr, counts, eid = sample_hop(g, csr, frontier, f, self.replace, gen, seed + 7919 * h, self.nthreads)
+            before = relabel.count
+            srcs.append(relabel.map(nbr))
+            dsts.append(torch.repeat_interleave(torch.arange(begin, begin + len(frontier), device=dev), counts,
+                                                output_size=len(nbr)))
+            eids.append(eid)
+            num_edges.append(len(eid))
+            num_nodes.append(relabel.count - before)
+            begin = before
+            frontier = relabel.parts[-1] if relabel.count > before else seeds[:0]
+        edge_index = torch.stack([torch.cat(srcs), torch.cat(dsts)])
+        return MiniBatch(n_id=relabel.nodes(), e_id=torch.cat(eids), edge_index=edge_index, batch_size=len(s),
+                         num_sampled_nodes=num_nodes, num_sampled_edges=num_edges, edge_dir=self.edge_dir)
 
     def __repr__(self):
         return (f"NeighborSampler(fanouts={self.fanouts}, edge_dir={self.edge_dir!r}, replace={self.replace}, "

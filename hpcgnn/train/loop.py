@@ -14,6 +14,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+import torch
+
 
 from .. import logs
 from ..comm import peers, signals
@@ -114,6 +116,8 @@ class EpochSteps:
     stopped: bool             # a signal or max_steps ended the run (checkpoint written)
     epoch_complete: bool = False   # the epoch's last step ran here (also when stopped on it)
     compute_s: float = 0.0    # time in step_fn and its loss.item() (where the host waits for a GPU)
+    host_s: float = 0.0       # of it, the host's own time in step_fn (launching, Python) before that wait
+    busy_s: float | None = None   # on a GPU: device time from each step's first kernel to its last
     loss_sum: float = 0.0     # sum of loss x count
     correct: int = 0
     seen: int = 0
@@ -131,7 +135,7 @@ def progress_bar(cfg, show_here: bool, total: int, epoch: int):
     return tqdm(total=total, desc=f"epoch {epoch}", file=sys.stderr, leave=False)
 
 
-def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) -> EpochSteps:
+def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None, device=None) -> EpochSteps:
     """One epoch of ``loader`` (the rest of it after a resume):
     ``step_fn(batch) -> (loss tensor, correct, count)`` does the forward, backward
     and optimizer steps.  Checkpoints every ``cfg.checkpoint_every`` steps; a stop
@@ -139,7 +143,9 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
     run; ``cfg.epoch_steps`` (where the config has it) ends every epoch after its
     first that many steps, resumed or not.  A run stopped on an epoch's last step
     has ``epoch_complete``: the script still closes that epoch (its log row and
-    validation), since a resumed run starts with the next one."""
+    validation), since a resumed run starts with the next one.  On a GPU
+    (``device``), CUDA events around each step time the device's share
+    (``busy_s``)."""
     r = EpochSteps(step=step, stopped=False)
     if ckpt.epoch_totals:          # the part of this epoch run before the resume
         for k, v in ckpt.epoch_totals.items():
@@ -149,11 +155,18 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
         r.stopped = True          # resumed at the limit: no step beyond it (the checkpoint is there)
         return r
     epoch_steps = getattr(cfg, "epoch_steps", 0)
+    events = [] if device is not None and device.type == "cuda" else None
     for b in loader:
         t0 = time.perf_counter()
+        if events is not None:
+            events.append(_event())
         loss, correct, count = step_fn(b)
+        t1 = time.perf_counter()
+        if events is not None:
+            events.append(_event())
         value = loss.item()             # on a GPU: where the host waits for the step
         r.compute_s += time.perf_counter() - t0
+        r.host_s += t1 - t0
         r.step += 1
         signal, r.nonfinite = step_flags(tc, math.isfinite(value), getattr(cfg, "watch", None), r.step)
         if r.nonfinite:                   # no checkpoint of what this step left; fit() raises
@@ -177,9 +190,17 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None) 
             break
     if bar is not None:
         bar.close()
+    if events:                    # every step's events are done: each loss.item() waited for them
+        r.busy_s = sum(a.elapsed_time(b) for a, b in zip(events[::2], events[1::2])) / 1000
     # the loader points at the next epoch's start once an epoch's last batch is out
     r.epoch_complete = r.seen > 0 and loader.position[1] == 0
     return r
+
+
+def _event():
+    ev = torch.cuda.Event(enable_timing=True)
+    ev.record()
+    return ev
 
 
 def step_flags(tc, finite: bool, watch=None, step: int = 0) -> tuple[bool, bool]:

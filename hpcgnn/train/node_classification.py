@@ -42,6 +42,7 @@ from .common import (check_run_dir, finalize_and_report, labelled_ids, labelled_
                      seed_all, settings_or_exit, start)
 from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
+from .floor import model_floor
 from .inference import layerwise_inference
 from .model import SAGE
 from .runtime import Trainer
@@ -203,8 +204,9 @@ def run(cfg: TrainConfig) -> dict | None:
                       resume=cfg.resume, progress=cfg.progress, graph=g, meta=meta, name="hpcgnn train",
                       lr_given="lr" in getattr(cfg, "given", {"lr"}))
     device = trainer.device
-    sampler = NeighborSampler(cfg.fanouts)
     on_gpu = device if device.type == "cuda" else None     # batches (and the cache) assembled on the GPU
+    # on a GPU the trainer's own batches are sampled there too (this host's partitions)
+    sampler = NeighborSampler(cfg.fanouts, device=on_gpu if cfg.sample_on == "auto" else None)
     rows = _feature_rows(cfg, ctx, device) if isinstance(model, SAGE) else "copy"
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
                                       seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
@@ -240,6 +242,10 @@ def run(cfg: TrainConfig) -> dict | None:
         memory = finalize_and_report(ctx, tc.Get_rank() == 0)
         return {"stopped": True, "step": fit.step, "model": model, "memory": memory}
 
+    floor = {}
+    if cfg.floor_steps:                          # the model-only floor, on the same kind of batches
+        floor = model_floor(model, trainer.optimizer, eval_loader(train_ids, cfg.seed), loss_fn, cfg.floor_steps,
+                            device)
     t0 = time.perf_counter()
     if has_layers(model):
         result = _layerwise_accuracy(model, g, cfg, tc, device, val_ids, test_ids)
@@ -248,7 +254,7 @@ def run(cfg: TrainConfig) -> dict | None:
                   "test_acc": trainer.accuracy(eval_loader(test_ids, cfg.seed + 2), predict)
                   if every_trainer_has["test"] else None}
     result["inference_s"] = time.perf_counter() - t0
-    result = trainer.finish(result)
+    result = trainer.finish({**result, **floor})
     first = tc.Get_rank() == 0
     result["memory"] = finalize_and_report(ctx, first)
     if first:                                    # the accuracy stays the last line

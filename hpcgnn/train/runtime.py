@@ -157,7 +157,7 @@ class Trainer:
             t_epoch = time.perf_counter()
             self.timer.seconds = 0.0
             r = run_steps(loader, step_fn, self.tc, self.settings, res.step, ckpt,
-                          bar=progress_bar(self.settings, self.rank == 0, len(loader), epoch))
+                          bar=progress_bar(self.settings, self.rank == 0, len(loader), epoch), device=self.device)
             res.step, res.stopped = r.step, r.stopped
             if r.nonfinite:
                 self._stop_on_nonfinite_loss(r, epoch)
@@ -203,14 +203,16 @@ class Trainer:
         return step
 
     def _epoch_row(self, epoch: int, st: dict, r, seconds: float) -> dict:
-        tot = allsum(self.tc, [r.loss_sum, r.correct, r.seen, st.get("sampled_edges", 0)])
-        slow = allreduce(self.tc, [seconds, r.compute_s, self.timer.seconds] + [st.get(k, 0.0) for k in _TIMES],
-                         MPI.MAX)
+        tot = allsum(self.tc, [r.loss_sum, r.correct, r.seen, st.get("sampled_edges", 0), st.get("h2d_bytes", 0)])
+        slow = allreduce(self.tc, [seconds, r.compute_s, self.timer.seconds, r.host_s, r.busy_s or 0.0]
+                         + [st.get(k, 0.0) for k in _TIMES], MPI.MAX)
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1),
                "train_acc": tot[1] / max(tot[2], 1) if self._accuracy_given else None,
                "epoch_s": slow[0], "steps": st.get("batches", 0),
-               "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9), "compute_s": slow[1], "allreduce_s": slow[2]}
-        row.update(zip(_TIMES, slow[3:]))
+               "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9), "compute_s": slow[1], "allreduce_s": slow[2],
+               "host_s": slow[3], "gpu_busy_s": slow[4] if r.busy_s is not None else None,
+               "h2d_bytes": int(tot[4])}
+        row.update(zip(_TIMES, slow[5:]))
         # of the feature rows held on other hosts, the share the cache served (a sum every
         # trainer takes part in: one trainer may have read no remote row this epoch)
         c = allsum(self.tc, [st.get("cache_hits", 0), st.get("cache_remote_lookups", 0)])

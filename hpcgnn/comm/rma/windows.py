@@ -326,6 +326,15 @@ class RowStore(RowWrites, RowFacts):
             self.last_cache_hits = int(np.count_nonzero(range_of == -2))
         return addr, fetched
 
+    def direct_views(self) -> list[tuple[int, int, np.ndarray]]:
+        """Local: ``(start, stop, rows)`` of every row range this process reads in place
+        (its own, and those of its host's shared memory), ``rows`` the array over that
+        memory (writes show through): what a GPU maps to read this host's rows itself."""
+        self._check_open()
+        bounds, direct, _ = self._readable()
+        return [(int(bounds[k]), int(bounds[k + 1]), self._views[k]) for k in np.flatnonzero(direct)
+                if k in self._views]
+
     def _shm_direct(self) -> bool:
         if self.direct_shm_reads is not None:
             return bool(self.direct_shm_reads)
