@@ -14,6 +14,15 @@ warm-up.  The CPU run is the baseline: ``baseline_over_measured`` is the CPU epo
 over the GPU's (> 1: the GPU is faster), and ``acc_diff_points`` the GPU's test
 accuracy minus the CPU's (the two should agree within noise: same model, same seeds).
 
+Per model and device: ``epoch_s``; ``floor_epoch_s``, the model-only floor (``hpcgnn
+train --floor-steps``: the same kind of batches staged on the device first, replayed
+through a copy of the model, times the steps per epoch); ``epoch_over_floor``;
+``host_s``, the host's own time in the steps (Python and launches, before it waits
+for the device); ``gpu_busy_s``, device time from each step's first kernel to its
+last (CUDA events; null on a CPU); ``h2d_bytes``, bytes the batches moved to the
+device per epoch (null on a CPU: nothing crosses).  The products-sized graph:
+``--nodes 2449029 --degree 25 --feat-dim 100 --classes 47``.
+
 Prints one JSON object.  ``bash bench/gpu_check.sh`` runs the GPU tests, then this.
 """
 import argparse
@@ -36,10 +45,16 @@ def run(model: str, device: str, cfg: str, a, run_dir: str) -> dict:
     """``hpcgnn train --model model --device device`` through train_bench.train: one
     process holding the whole graph (1 trainer), or 2 nodes of [server, trainer]."""
     sh = ["sh", "-c", f'exec "$0" "$@" --model {shlex.quote(model)} --device {device}']
+    extra = ("--floor-steps", str(a.floor_steps), "--sample-on", a.sample_on)
     if a.trainers == 1:
-        return train_bench.train(sh, cfg, "servers=0,samplers=0,trainers=1", None, a, run_dir, a.epoch_steps)
-    return train_bench.train(["mpirun", "-n", "4", *sh], cfg, "servers=1,samplers=0,trainers=1", "2", a, run_dir,
-                             a.epoch_steps)
+        r = train_bench.train(sh, cfg, "servers=0,samplers=0,trainers=1", None, a, run_dir, a.epoch_steps, extra)
+    else:
+        r = train_bench.train(["mpirun", "-n", "4", *sh], cfg, "servers=1,samplers=0,trainers=1", "2", a, run_dir,
+                              a.epoch_steps, extra)
+    if r.get("floor_step_s") is not None:
+        r["floor_epoch_s"] = round(r["floor_step_s"] * r["steps_per_epoch"], 4)
+        r["epoch_over_floor"] = round(r["epoch_s"] / r["floor_epoch_s"], 2)
+    return r
 
 
 def main():
@@ -53,6 +68,10 @@ def main():
     ap.add_argument("--fanouts", default="25,10", help="per hop (default %(default)s)")
     ap.add_argument("--hidden", type=int, default=256, help="hidden width (default %(default)s)")
     ap.add_argument("--feature-rows", default="auto", choices=("auto", "copy", "refs"))
+    ap.add_argument("--floor-steps", type=int, default=30, help="batches replayed for the model-only floor "
+                                                               "(0: none; default %(default)s)")
+    ap.add_argument("--sample-on", default="auto", choices=("auto", "host"),
+                    help="auto: the GPU samples its host's partitions; host: the CPU kernel (default %(default)s)")
     ap.add_argument("--devices", default="cpu,cuda",
                     help="baseline,measured (cpu,cpu tries the bench itself on a machine without a GPU)")
     ap.add_argument("--trainers", type=int, choices=(1, 2),
@@ -79,13 +98,14 @@ def main():
            "graph": {"config": os.path.abspath(cfg), "nodes": meta["num_nodes"]}, "epochs": a.epochs,
            "epoch_steps": a.epoch_steps, "trainers": a.trainers, "models": {}}
     failed = {}
-    keys = ("epoch_s", "best_epoch_s", "compute_s", "wait_s", "allreduce_s", "fetch_s", "test_acc", "inference_s")
+    keys = ("epoch_s", "floor_epoch_s", "epoch_over_floor", "host_s", "gpu_busy_s", "h2d_bytes", "best_epoch_s",
+            "compute_s", "wait_s", "allreduce_s", "sample_s", "fetch_s", "test_acc", "inference_s")
     for m in models:
         row = {}
         for side, dev in (("baseline", base), ("measured", measured)):
             try:
                 r = run(m, dev, cfg, a, os.path.join(runs, f"{m}-{side}"))
-                row[side] = {"device": dev, **{k: r[k] for k in keys if k in r}}
+                row[side] = {"device": dev, **{k: r.get(k) for k in keys}}
             except SystemExit as e:
                 failed[f"{m} {side} {dev}"] = str(e)
         if "baseline" in row and "measured" in row:

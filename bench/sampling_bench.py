@@ -16,7 +16,12 @@ rates are per core.  Prints one JSON object:
 * ``numpy``: the same hops in vectorised NumPy (random keys + lexsort for the
   without-replacement draw, ``np.unique`` for the relabel) - the floor;
 * ``dgl`` (with ``--dgl-venv``): DGL's ``NeighborSampler.sample_blocks`` on the same
-  CSR and seeds in the DGL environment (bench/dgl_peer/sampling.py), one core.
+  CSR and seeds in the DGL environment (bench/dgl_peer/sampling.py), one core;
+* ``device`` (with ``--device cuda``, or ``cpu`` for the torch-ops twin):
+  ``NeighborSampler(device=...)`` end to end on the same seeds (the partition's CSR
+  in device memory or mapped), its rate against ``sampler``'s, and ``contract_ok``:
+  every seed of every hop got ``min(degree, fanout)`` distinct edges of its own
+  (checked on the first batches).  Target on one GPU: 50 M sampled edges/s.
 
     OMP_NUM_THREADS=1 python bench/sampling_bench.py --nodes 300000 --degree 25
 """
@@ -114,6 +119,7 @@ def main():
     ap.add_argument("--numpy-batches", type=int, default=5)
     ap.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
     ap.add_argument("--reuse", action="store_true", help="reuse the partitioned graph already in --dir")
+    ap.add_argument("--device", help="also sample by this device (cuda; cpu: the torch-ops twin)")
     ap.add_argument("--dgl-venv", help="a virtual environment with DGL (bench/dgl_peer/setup.sh): also time "
                                        "DGL's sampler on the same CSR and seeds in this run")
     a = ap.parse_args()
@@ -151,6 +157,10 @@ def main():
            "kernel_over_numpy": round(res_k["edges_per_s_per_core"] / res_n["edges_per_s_per_core"], 2),
            "sampler_over_numpy": round(res_s["edges_per_s_per_core"] / res_n["edges_per_s_per_core"], 2),
            "target_edges_per_s_per_core": 8_000_000}
+    if a.device:
+        out["device"] = device_sampling(g, fanouts, a.device, a.batches, seed_sets, indptr)
+        out["device_over_sampler"] = round(out["device"]["edges_per_s"] / res_s["edges_per_s_per_core"], 2)
+        out["target_device_edges_per_s"] = 50_000_000
     if a.dgl_venv:
         out["dgl"] = dgl_sampling(a, tmp, indptr, indices, seed_sets[:a.batches])
         out["kernel_over_dgl"] = round(res_k["edges_per_s_per_core"] / out["dgl"]["edges_per_s_per_core"], 2)
@@ -158,6 +168,48 @@ def main():
         out["target_over_dgl"] = 2.0
     print(json.dumps(out))
     g._ctx.finalize()
+
+
+def device_sampling(g, fanouts, device, batches, seed_sets, indptr) -> dict:
+    """``NeighborSampler(device=device)`` on the seed sets: rate (a warm-up batch
+    first, the device synchronised before the clock stops) and the contract."""
+    import torch
+
+    s = NeighborSampler(fanouts, seed=2, device=device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    t = time.perf_counter()
+    s.sample(g, seed_sets[0])
+    sync()
+    first_s = time.perf_counter() - t
+    edges, t0 = 0, time.perf_counter()
+    for i in range(batches):
+        edges += s.sample(g, seed_sets[i]).num_edges
+    sync()
+    dt = time.perf_counter() - t0
+    ok = all(contract_ok(s.sample(g, seed_sets[i]), fanouts, indptr) for i in range(min(3, batches)))
+    return {"device": str(s.device), "csr_placement": s.local_csr(g).placement, "edges": edges,
+            "seconds": round(dt, 4), "first_batch_s": round(first_s, 4), "edges_per_s": round(edges / dt),
+            "contract_ok": ok}
+
+
+def contract_ok(b, fanouts, indptr) -> bool:
+    """Every node of hop h got min(degree, fanouts[h]) distinct edges, each its own."""
+    n_id, ei, e_id = b.n_id.cpu().numpy(), b.edge_index.cpu().numpy(), b.e_id.cpu().numpy()
+    ncum = np.cumsum([0] + b.num_sampled_nodes)
+    ecum = np.cumsum([0] + b.num_sampled_edges)
+    for h, f in enumerate(fanouts):
+        dst, eid = ei[1, ecum[h]:ecum[h + 1]], e_id[ecum[h]:ecum[h + 1]]
+        v = n_id[ncum[h]:ncum[h + 1]]
+        deg = indptr[v + 1] - indptr[v]
+        got = np.bincount(dst - ncum[h], minlength=len(v))
+        if not np.array_equal(got, np.minimum(deg, f) if f >= 0 else deg):
+            return False
+        own = n_id[dst]
+        if not ((eid >= indptr[own]) & (eid < indptr[own + 1])).all():
+            return False
+        if len(np.unique(eid)) != len(eid):
+            return False
+    return True
 
 
 def dgl_sampling(a, tmp, indptr, indices, seed_sets) -> dict:

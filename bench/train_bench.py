@@ -81,12 +81,13 @@ def prepare(a) -> str:
     return os.path.join(d, "parts", "bench.json")
 
 
-def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_dir: str, epoch_steps: int) -> dict:
+def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_dir: str, epoch_steps: int,
+          extra: tuple = ()) -> dict:
     cmd = [*launcher, sys.executable, "-m", "hpcgnn", "train", "--part-config", cfg, "--layout", layout,
            "--epoch-steps", str(epoch_steps),
            "--epochs", str(a.epochs), "--batch-size", str(a.batch), "--fanouts", a.fanouts, "--hidden",
            str(a.hidden), "--lr", "0.003", "--run-dir", run_dir, "--eval-every", "0", "--progress", "off",
-           "--feature-rows", a.feature_rows]
+           "--feature-rows", a.feature_rows, *extra]
     if rpn:
         cmd += ["--ranks-per-node", rpn]
     res = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
@@ -99,6 +100,11 @@ def train(launcher: list[str], cfg: str, layout: str, rpn: str | None, a, run_di
     later = epochs[1:] or epochs
     keys = ("epoch_s", "wait_s", "compute_s", "allreduce_s", "sample_s", "fetch_s")
     mean = {k: round(sum(r[k] for r in later) / len(later), 3) for k in keys}
+    for k in ("host_s", "gpu_busy_s", "h2d_bytes"):          # the device's view of a step (None on a CPU)
+        v = [r.get(k) for r in later]
+        mean[k] = None if None in v else round(sum(v) / len(v), 4)
+    if final.get("floor_step_s") is not None:
+        mean["floor_step_s"] = round(final["floor_step_s"], 5)
     return {"steps_per_epoch": epochs[0]["steps"], **mean, "best_epoch_s": round(min(r["epoch_s"] for r in later), 3),
             "sampled_edges_per_s": round(sum(r["sampled_edges_per_s"] for r in later) / len(later)),
             "test_acc": round(final["test_acc"], 4), "inference_s": round(final["inference_s"], 2)}

@@ -90,6 +90,12 @@ def _torch():
     return True, ", ".join(parts), "pip install torch torch_geometric"
 
 
+def _gpu_aware():
+    aware, how = probes.gpu_aware()
+    return aware == "yes", f"{aware}: {how}; remote rows reach a GPU through pinned host buffers", \
+        "optional: an MPI built with CUDA/ROCm support (e.g. Open MPI with UCX and CUDA)"
+
+
 def run(args) -> int:
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -102,6 +108,7 @@ def run(args) -> int:
         _check("parallel HDF5 (h5py, driver=mpio)", _h5py(tmpdir)),
         _check("ParMETIS", _parmetis),
         _check("torch", _torch),
+        _check("GPU-aware MPI (remote rows straight into GPU memory)", _gpu_aware, required=False),
         _check("huge pages for window memory", hugepages.status, required=False),
     ]
     # Every rank ran every probe; a check is green only if it is green everywhere.

@@ -156,3 +156,32 @@ def loaded_library(name: str) -> str | None:
     except OSError:
         pass
     return None
+
+
+def gpu_aware() -> tuple[str, str]:
+    """Local: whether the MPI library reads and writes GPU memory itself (CUDA-aware):
+    ``("yes"|"no"|"unknown", how it was found)``.  Asks the library's own extension
+    where it has one: Open MPI's ``MPIX_Query_cuda_support`` (and ``..._rocm_...``),
+    MPICH's ``MPIX_GPU_query_support``; a library with neither is ``unknown``."""
+    import ctypes   # only for this question
+
+    try:
+        lib = ctypes.CDLL(MPI.__file__)        # mpi4py's module: symbol lookup covers its MPI library
+    except OSError as e:
+        return "unknown", f"could not open the MPI library ({e})"
+    for sym, what in (("MPIX_Query_cuda_support", "CUDA"), ("MPIX_Query_rocm_support", "ROCm")):
+        fn = getattr(lib, sym, None)
+        if fn is not None:
+            fn.restype = ctypes.c_int
+            if fn():
+                return "yes", f"{sym}() = 1 ({what})"
+    if getattr(lib, "MPIX_Query_cuda_support", None) is not None:
+        return "no", "MPIX_Query_cuda_support() = 0 (built with the CUDA extension, support off at run time)"
+    fn = getattr(lib, "MPIX_GPU_query_support", None)
+    if fn is not None:
+        flag = ctypes.c_int(0)
+        for code, what in ((0, "CUDA"), (2, "HIP"), (1, "ZE")):
+            if fn(ctypes.c_int(code), ctypes.byref(flag)) == 0 and flag.value:
+                return "yes", f"MPIX_GPU_query_support({what}) = 1"
+        return "no", "MPIX_GPU_query_support: no GPU type supported"
+    return "unknown", "the MPI library has no GPU query extension (assumed host memory only)"

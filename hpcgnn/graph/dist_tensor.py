@@ -27,17 +27,15 @@ import numpy as np
 
 from ..comm.rma import rowstore as rs
 from ..comm.agree import agreed
-from ..comm.context import current_context
 from ..comm.rma.windows import RowStore
 from ..devices import concrete
 from ..errors import InputError
 from ..partition.featdtype import to_bf16_bits
+from . import device_rows, tensor_create
 from .cache import RowCache
-from .policy import PartitionPolicy
 from .row_refs import RowRefs
-from .tensor_store import (Entry, graph_policy, init_by_trainers, init_values, np_dtype, registry, served,
-                           torch_dtype, bits_as_torch, bits_dtype, create_entry, free_entry, partition_owners,
-                           torch_as_bits)
+from .tensor_store import (Entry, np_dtype, registry, served, torch_dtype, bits_as_torch, bits_dtype, free_entry,
+                           partition_owners, torch_as_bits)
 
 try:
     import torch
@@ -58,20 +56,20 @@ class DistTensor:
     """
 
     def __init__(self, shape, dtype, name=None, init_func=None, part_policy=None, persistent=False, *, ctx=None):
-        ctx = _live_context(ctx)
+        ctx = tensor_create.live_context(ctx)
         is_served = served(ctx)
         # Served launch: the trainers alone call this; servers join through the
         # command loop.  Otherwise every rank of the world calls it.
         comm = ctx.trainer_comm if is_served else ctx.world
         reg = registry(ctx)
         with agreed(comm):
-            shape = _checked_shape(shape, name)
+            shape = tensor_create.checked_shape(shape, name)
             npdt = np_dtype(dtype)
-            bounds, owners, part_policy = _row_layout(ctx, reg, shape, name, part_policy)
+            bounds, owners, part_policy = tensor_create.row_layout(ctx, reg, shape, name, part_policy)
             if name is not None:
                 name = str(name)
-                _check_like_registered(reg.get(name), name, shape, npdt, bounds)
-            _check_same_on_all_ranks(comm, name, (name, shape, npdt.str, bounds.tolist(), bool(persistent)))
+                tensor_create.check_like_registered(reg.get(name), name, shape, npdt, bounds)
+            tensor_create.check_same_on_all_ranks(comm, name, (name, shape, npdt.str, bounds.tolist(), bool(persistent)))
         if name is None:
             ctx.tensor_counter += 1
             name = f"__anonymous_{ctx.tensor_counter}"
@@ -79,9 +77,9 @@ class DistTensor:
         if entry is None:
             spec = (name, shape, npdt.str, np.asarray(bounds).tolist(), list(owners), bool(persistent))
             if is_served:
-                entry = _create_served(ctx, reg, spec, dtype, init_func)
+                entry = tensor_create.create_served(ctx, reg, spec, dtype, init_func)
             else:
-                entry = _create_here(ctx, reg, spec, dtype, init_func)
+                entry = tensor_create.create_here(ctx, reg, spec, dtype, init_func)
         self._ctx = ctx
         self._entry = entry
         self._store = entry.store
@@ -96,6 +94,7 @@ class DistTensor:
             entry.policy = part_policy
         self._persistent = entry.persistent
         self._released = False
+        self._mapped: dict = {}          # device -> MappedRows (device_rows)
 
     @classmethod
     def from_store(cls, ctx, store: RowStore, name: str, part_policy=None, logical_dtype=None) -> "DistTensor":
@@ -122,6 +121,7 @@ class DistTensor:
         self._policy = part_policy
         self._persistent = True
         self._released = False
+        self._mapped = {}
         return self
 
     # -- facts -------------------------------------------------------------------
@@ -307,21 +307,42 @@ class DistTensor:
         miss = np.flatnonzero(~hit)
         out = torch.empty((len(ids),) + tuple(self.shape[1:]), dtype=cache.dev_rows.dtype, device=device)
         if len(miss):
-            out[torch.from_numpy(miss).to(device)] = _to_device(self.as_torch(st.gather(ids[miss])), device)
+            out[torch.from_numpy(miss).to(device)] = self._staged(ids[miss], device)
         if len(at):
             out[torch.from_numpy(np.flatnonzero(hit)).to(device)] = cache.dev_rows[torch.from_numpy(at).to(device)]
         cache.count(ids, len(at))
         return out
 
     def _staged(self, ids, device):
-        """``self[ids]`` on ``device``; for CUDA gathered straight into pinned host
-        memory (torch's caching host allocator: no fresh pages and no second copy, as
-        pinning ``self[ids]`` would take), then copied asynchronously."""
-        if device.type != "cuda" or not isinstance(self._dtype, torch.dtype):
+        """``self[ids]`` on ``device`` (no cache): this host's rows gathered by the
+        device itself from the mapped shared memory (:mod:`hpcgnn.graph.device_rows`),
+        the others read here; for CUDA straight into pinned host memory (torch's
+        caching host allocator: no fresh pages and no second copy, as pinning
+        ``self[ids]`` would take), then copied asynchronously."""
+        if not isinstance(self._dtype, torch.dtype):
             return _to_device(self[ids], device)
+        if device_rows.wanted(device):
+            mapped = self._mapped_rows(device)
+            if mapped is not None:
+                st, ids = self._store_ids(ids)
+                return mapped.gather(ids, self._shape[1:], self._dtype, lambda r: self._host_rows(r, device))
+        return self._host_rows(ids, device).to(device, non_blocking=True)
+
+    def _host_rows(self, ids, device):
+        """``self[ids]`` read by this process, into pinned memory when ``device`` is a GPU."""
+        if device.type != "cuda":
+            return self.as_torch(self.open_store().gather(ids))
         buf = torch.empty((len(ids),) + tuple(self._shape[1:]), dtype=self._dtype, pin_memory=True)
-        self.gather(ids, out=buf)
-        return buf.to(device, non_blocking=True)
+        self.open_store().gather(ids, out=torch_as_bits(buf, self._npdt) if self._bits is not None else buf.numpy())
+        return buf
+
+    def _mapped_rows(self, device):
+        """This tensor's host segments as ``device`` reads them (made once per device)."""
+        key = str(device)
+        if key not in self._mapped:
+            self._mapped[key] = device_rows.mapped_rows(self.open_store(), device, self._dtype,
+                                                        f"DistTensor {self._name!r}")
+        return self._mapped[key]
 
     def _host_gather_for_device(self, cache, ids) -> np.ndarray:
         """A cache on another device: read everything from the store."""
@@ -364,6 +385,9 @@ class DistTensor:
         if self._released:
             return
         self._released = True
+        for m in self._mapped.values():
+            if m is not None:
+                m.close()
         if self._persistent:
             return
         reg = registry(self._ctx)
@@ -383,103 +407,3 @@ def _to_device(t, device):
     if device.type == "cuda":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
-
-
-# -- creation steps (DistTensor.__init__) ----------------------------------------------
-def _live_context(ctx):
-    """``ctx``, or the current context when None; it must be initialized and not finalized."""
-    if ctx is None:
-        ctx = current_context()
-    if ctx is None or getattr(ctx, "finalized", False):
-        raise InputError("DistTensor: needs an initialized, not finalized context (hpcgnn.initialize)")
-    return ctx
-
-
-def _checked_shape(shape, name) -> tuple:
-    """``shape`` as a tuple of ints: at least one dim, none negative."""
-    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    if len(shape) < 1 or any(s < 0 for s in shape):
-        raise InputError(f"DistTensor {name!r}: shape {shape} must have at least one non-negative dim")
-    return shape
-
-
-def _row_layout(ctx, reg, shape, name, part_policy):
-    """``(bounds, owners, part_policy)``: the row ranges and their owners, from the
-    policy given, else the registered tensor of that name, else the partitions of the
-    graph held, else equal ranges over the server ranks."""
-    if part_policy is not None:
-        if not isinstance(part_policy, PartitionPolicy):
-            raise InputError(f"DistTensor {name!r}: part_policy must be a PartitionPolicy, "
-                             f"got {type(part_policy).__name__}")
-        if part_policy.get_size() != shape[0]:
-            raise InputError(f"DistTensor {name!r}: shape[0]={shape[0]} but policy "
-                             f"{part_policy.policy_str} has {part_policy.get_size()} ids")
-        bounds = part_policy.boundaries
-        return bounds, partition_owners(ctx, len(bounds) - 1, f"DistTensor {name!r}"), part_policy
-    if name is not None and str(name) in reg:
-        # a second handle on a named tensor keeps its row layout (and policy)
-        old = reg[str(name)]
-        return old.bounds, [int(o) for o in old.store.owners], getattr(old, "policy", None)
-    policy_of_graph = graph_policy(ctx, shape[0])
-    if policy_of_graph is not None:
-        # as DGL does: one row per node (edge) of the graph held: rows follow its partitions
-        bounds = policy_of_graph.boundaries
-        return bounds, partition_owners(ctx, len(bounds) - 1, f"DistTensor {name!r}"), policy_of_graph
-    servers = ctx.ranks_of("server") or ([0] if ctx.size == 1 else [])
-    if not servers:
-        raise InputError(f"DistTensor {name!r}: the layout '{ctx.layout}' has no server rank to hold rows")
-    k = len(servers)
-    return np.array([shape[0] * i // k for i in range(k + 1)], dtype=np.int64), servers, part_policy
-
-
-def _check_like_registered(old, name: str, shape, npdt, bounds) -> None:
-    """A tensor registered as ``name`` (``old``, or None) must have this shape, dtype
-    and row layout."""
-    if old is not None and (old.shape != shape or old.npdt != npdt or not np.array_equal(old.bounds, bounds)):
-        raise InputError(f"DistTensor {name!r}: already exists with shape {old.shape}, dtype "
-                         f"{old.npdt}; asked for shape {shape}, dtype {npdt}"
-                         + ("" if np.array_equal(old.bounds, bounds) else " and another row layout"))
-
-
-def _check_same_on_all_ranks(comm, name, mine) -> None:
-    """Collective over ``comm``: every rank asked for what rank 0 asked for."""
-    ref = comm.bcast(mine, root=0)
-    if ref != mine:
-        raise InputError(f"DistTensor {name!r}: ranks disagree on (name, shape, dtype, rows, "
-                         f"persistent): rank 0 has {ref}, rank {comm.Get_rank()} has {mine}")
-
-
-def _create_served(ctx, reg, spec, dtype, init_func):
-    """Served launch: the servers create the storage (a command), the trainers fill
-    it; on failure it is freed so that the name can be tried again."""
-    name, shape = spec[0], spec[1]
-    ctx.service.call("create_store", *spec)
-    entry = reg[name]
-    try:
-        init_by_trainers(ctx, entry.store, name, shape, dtype, init_func)
-    except BaseException:           # the same error on every trainer (agreed)
-        entry.store.barrier(ctx.trainer_comm)
-        ctx.service.call("free_store", name)     # the name is free to try again
-        raise
-    entry.store.barrier(ctx.trainer_comm)
-    return entry
-
-
-def _create_here(ctx, reg, spec, dtype, init_func):
-    """Every rank of the world: create and register the storage, owners fill their
-    rows; on failure it is unregistered and freed."""
-    name, shape = spec[0], spec[1]
-    entry = create_entry(ctx, *spec)
-    store = entry.store
-    try:
-        with agreed(ctx.world):
-            if init_func is not None and store.local_rows.shape[0]:
-                lo, hi = store.local_range
-                store.local_rows[...] = init_values(init_func, (hi - lo,) + shape[1:], dtype,
-                                                     store.local_rows.shape, name)
-        store.barrier()
-    except BaseException:
-        del reg[name]
-        store.free()
-        raise
-    return entry

@@ -211,7 +211,7 @@ class Trainer:
                "epoch_s": slow[0], "steps": st.get("batches", 0),
                "sampled_edges_per_s": tot[3] / max(slow[0], 1e-9), "compute_s": slow[1], "allreduce_s": slow[2],
                "host_s": slow[3], "gpu_busy_s": slow[4] if r.busy_s is not None else None,
-               "h2d_bytes": int(tot[4])}
+               "h2d_bytes": int(tot[4]) if self.device.type != "cpu" else None}
         row.update(zip(_TIMES, slow[5:]))
         # of the feature rows held on other hosts, the share the cache served (a sum every
         # trainer takes part in: one trainer may have read no remote row this epoch)
