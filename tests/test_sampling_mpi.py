@@ -3,6 +3,8 @@ the size is even and >= 4, one partition per node): sampled edges exist in the r
 graph, batches carry the right features, and seeds owned by this trainer's node and
 by another node (read through RMA) give the same distribution - in fact the same
 draws for the same seed."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -52,6 +54,18 @@ def _checks(g, o, comm):
         draws.append(eid)
     everyone = comm.allgather([d.tobytes() for d in draws])
     assert all(x == everyone[0] for x in everyone), "same seed, different draws on different trainers"
+
+    # the device path's CPU twin: this host's seeds by torch ops, the others through RMA
+    dev = NeighborSampler(fanouts, seed=me, device="cpu")
+    check_minibatch(g, o, dev.sample(g, seeds[:48]).fetch_features(g), seeds[:48], fanouts)
+    host, mine = (NeighborSampler([-1, -1], device=d).sample(g, seeds[:16]) for d in (None, "cpu"))
+    assert torch.equal(host.edge_index, mine.edge_index) and torch.equal(host.e_id, mine.e_id)
+    os.environ["HPCGNN_DEVICE_READS"] = "mapped"          # rows gathered "by the device"
+    try:
+        feat = DistGraph("g").ndata["feat"] if not g.standalone else g.ndata["feat"]
+        assert torch.equal(feat.gather_to(seeds, "cpu"), torch.from_numpy(o.feat[seeds]))
+    finally:
+        del os.environ["HPCGNN_DEVICE_READS"]
 
     with pytest.raises(InputError, match="out of range"):
         sample_neighbors(g, [o.n + 3], 2)

@@ -395,3 +395,28 @@ def test_run_log_draws_the_curve_at_most_every_plot_every_s(tmp_path):
     eager = RunLog(str(tmp_path), True, plot_every_s=0)
     eager.epoch({"epoch": 0, "loss": 1.0})
     assert (tmp_path / "curve.png").exists()
+
+
+@pytest.mark.timeout(300)
+def test_device_path_on_a_cpu_trains_as_the_host_path(small, tmp_path):
+    """``--sample-on device`` on a CPU runs the GPU path's code on CPU tensors (the
+    sampler's torch ops, batches staged by the loader's thread, blocks built there):
+    it reaches the host path's accuracy, reports the device columns, and
+    ``--floor-steps`` adds the model-only floor."""
+    _, cfg = small
+    common = ["--layout", "servers=0,samplers=0,trainers=1", "--device", "cpu", "--epochs", "3", "--batch-size",
+              "64", "--hidden", "32", "--fanouts", "5,5", "--progress", "off"]
+    out = {}
+    for where in ("host", "device"):
+        r = subprocess.run([sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / where),
+                            "--sample-on", where, "--floor-steps", "4", *common],
+                           capture_output=True, text=True, timeout=280, env=clean_mpi_env())
+        assert r.returncode == 0, r.stdout + r.stderr
+        out[where] = r.stdout
+    acc = {k: _final(v)["test_acc"] for k, v in out.items()}
+    assert abs(acc["device"] - acc["host"]) <= 0.03, acc
+    rows = [json.loads(ln) for ln in out["device"].splitlines() if ln.startswith('{"kind": "epoch"')]
+    assert len(rows) == 3 and all(r["host_s"] > 0 and r["gpu_busy_s"] is None and r["h2d_bytes"] is None
+                                  for r in rows)
+    final = _final(out["device"])
+    assert final["floor_steps"] == 4 and 0 < final["floor_step_s"] < rows[-1]["epoch_s"]

@@ -75,7 +75,8 @@ HELP = {
     "epoch_steps": "end each epoch after N steps (0: a full pass over the training nodes; benchmarks)",
     "model": "sage (fused kernels), sage-pyg, gcn, gat, gin, or package.module:ClassName (your own "
              "nn.Module; docs/training.md)",
-    "sample_on": "where the trainer's own batches are sampled: auto (by the GPU when training on one), host",
+    "sample_on": "where the trainer's own batches are sampled and built: auto (by the GPU when training on one), "
+                 "host, device (on the training device even a CPU: the GPU path's CPU twin)",
     "floor_steps": "after training, time N batches staged on the device beforehand through a copy of the "
                    "model (the model-only floor; benchmarks; 0: off)",
     "progress": "progress bar on trainer 0: auto (when stderr is a terminal), on, off",
@@ -192,8 +193,8 @@ def parse_args(argv=None, prog: str = "node_classification") -> TrainConfig:
         raise InputError(f"{prog}: progress must be auto, on or off, got {cfg.progress!r}")
     if cfg.feature_rows not in ("auto", "copy", "refs"):
         raise InputError(f"{prog}: feature_rows must be auto, copy or refs, got {cfg.feature_rows!r}")
-    if cfg.sample_on not in ("auto", "host"):
-        raise InputError(f"{prog}: sample_on must be auto or host, got {cfg.sample_on!r}")
+    if cfg.sample_on not in ("auto", "host", "device"):
+        raise InputError(f"{prog}: sample_on must be auto, host or device, got {cfg.sample_on!r}")
     if cfg.floor_steps < 0:
         raise InputError(f"{prog}: floor_steps must be >= 0 (0: off), got {cfg.floor_steps}")
     for name in ("epochs", "batch_size", "hidden", "infer_batch_size"):

@@ -204,9 +204,10 @@ def run(cfg: TrainConfig) -> dict | None:
                       resume=cfg.resume, progress=cfg.progress, graph=g, meta=meta, name="hpcgnn train",
                       lr_given="lr" in getattr(cfg, "given", {"lr"}))
     device = trainer.device
-    on_gpu = device if device.type == "cuda" else None     # batches (and the cache) assembled on the GPU
+    # batches (and the cache) assembled on the GPU; --sample-on device: on the CPU too (the twin)
+    on_gpu = device if device.type == "cuda" or cfg.sample_on == "device" else None
     # on a GPU the trainer's own batches are sampled there too (this host's partitions)
-    sampler = NeighborSampler(cfg.fanouts, device=on_gpu if cfg.sample_on == "auto" else None)
+    sampler = NeighborSampler(cfg.fanouts, device=on_gpu if cfg.sample_on != "host" else None)
     rows = _feature_rows(cfg, ctx, device) if isinstance(model, SAGE) else "copy"
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
                                       seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
