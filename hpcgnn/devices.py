@@ -64,6 +64,12 @@ def wait_on(event, tensors, device=None) -> None:
             t.record_stream(s)
 
 
+def pinned(t):
+    """``t`` in page-locked memory where a GPU is there (a copy from it to the GPU then
+    runs asynchronously; torch's host allocator caches the pages); else ``t``."""
+    return t.pin_memory() if t.device.type == "cpu" and torch.cuda.is_available() and not t.is_pinned() else t
+
+
 def host_rows_on(array, device, placement: str = "copy"):
     """A tensor over the host rows ``array`` that kernels on ``device`` read:
     ``placement="copy"``, a copy in the device's memory; ``"mapped"``, the host memory

@@ -203,3 +203,21 @@ def test_rows_gathered_by_the_device_twin(graph, monkeypatch):
     from hpcgnn.errors import InputError
     with pytest.raises(InputError, match="HPCGNN_DEVICE_READS"):
         feat.gather_to(ids, "cpu")
+
+
+def test_sage_off_the_cpu_aggregates_the_batchs_blocks(graph, monkeypatch):
+    """Where the fused CPU kernels do not apply (a GPU), SAGE's layers aggregate over
+    the batch's own blocks (built off the step) instead of rebuilding a CSR per layer
+    from edge_index (a host read each): the same outputs as the fused path."""
+    from hpcgnn.train.model import SAGE
+    from hpcgnn.train import kernels
+
+    g, o = graph
+    b = NeighborSampler([5, 3], seed=4).sample(g, np.arange(0, o.n, 41)).fetch_features(g)
+    torch.manual_seed(0)
+    model = SAGE(8, 16, 4, 2, dropout=0.0).eval()
+    fused = model(b.x, b.adjs)
+    monkeypatch.setattr(SAGE, "_fast", lambda self, i, x: False)
+    monkeypatch.setattr(kernels, "mean_adjacency", None)         # must not be called
+    monkeypatch.setattr("hpcgnn.train.model.mean_adjacency", None)
+    assert torch.allclose(model(b.x, b.adjs), fused, atol=1e-5)

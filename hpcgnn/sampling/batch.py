@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..devices import wait_on
+from ..devices import pinned, wait_on
 from ..errors import InputError
 from ..graph.row_refs import RowRefs
 from ..graph.tensor_store import bits_as_torch
@@ -146,20 +146,22 @@ class MiniBatch:
         (:meth:`wait_ready`).  ``n_id``/``e_id`` stay where they are.  Counts the bytes
         that crossed to the device in ``extra["h2d_bytes"]``.  Returns ``self``."""
         dev = torch.device(device)
-        moved = 0
-        for name in ("edge_index", "y"):
+        moved, host_edges = 0, self.edge_index
+        for name in ("edge_index", "y", "x"):
             t = getattr(self, name)
             if isinstance(t, torch.Tensor) and t.device != dev:
                 moved += t.numel() * t.element_size()
-                setattr(self, name, _pinned(t).to(dev, non_blocking=True))
-        if isinstance(self.x, torch.Tensor) and self.x.device != dev:
-            moved += self.x.numel() * self.x.element_size()
-            self.x = _pinned(self.x).to(dev, non_blocking=True)
-        if self.edge_label_index is None and len(self.num_sampled_edges):
-            host = self.edge_index.device.type == "cpu" and dev.type != "cpu"
-            adjs = self.adjs
-            if host:          # the CSR crossed (row pointers, columns; the values are made there)
-                moved += sum(a.adj_t.crow_indices().numel() + a.adj_t.col_indices().numel() for a in adjs[:1]) * 8
+                setattr(self, name, pinned(t).to(dev, non_blocking=True))
+        if self.edge_label_index is None and len(self.num_sampled_edges) and self._adjs is None:
+            x = self.x if isinstance(self.x, torch.Tensor) else None
+            dtype = x.dtype if x is not None and x.is_floating_point() else torch.float32
+            # the host's compiled pass where the edges were sampled on the host; the CSR then
+            # crosses once (row pointers and columns; the values are made there)
+            self._adjs = build_adjs(host_edges, self.e_id, self.num_sampled_nodes, self.num_sampled_edges, dtype,
+                                    dev, edge_index_there=self.edge_index)
+            if host_edges.device != dev and self._adjs:
+                a = self._adjs[0].adj_t
+                moved += (a.crow_indices().numel() + a.col_indices().numel()) * 8
         self.extra["h2d_bytes"] = self.extra.get("h2d_bytes", 0) + moved
         self._ready = staging.done() if staging is not None else None
         return self
@@ -349,12 +351,6 @@ def _gather_features(t, ids, upcast: bool) -> torch.Tensor:
     if upcast and x.dtype in HALF:
         x = torch.from_numpy(FEATURES.take(len(ids), t.shape[1:], np.float32)).copy_(x)
     return x
-
-
-def _pinned(t: torch.Tensor) -> torch.Tensor:
-    """``t`` in page-locked memory where a GPU is there (the copy then runs
-    asynchronously; torch's host allocator caches the pages)."""
-    return t.pin_memory() if t.device.type == "cpu" and torch.cuda.is_available() and not t.is_pinned() else t
 
 
 def _as_tensor(a):

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from .. import _ext
+from ..devices import pinned
 
 
 class LayerAdj(tuple):
@@ -125,13 +126,14 @@ def _cumsum(counts) -> list[int]:
 
 
 def build_adjs(edge_index: torch.Tensor, e_id: torch.Tensor, num_sampled_nodes, num_sampled_edges,
-               dtype=torch.float32, device=None) -> list[LayerAdj]:
+               dtype=torch.float32, device=None, edge_index_there=None) -> list[LayerAdj]:
     """Independent: the per-layer blocks of a sampled batch, outermost layer first
     (see the module docstring).  Edges not sorted by destination (typed sampling)
     are sorted once, stably (the hop prefixes survive the sort).  Built where
     ``edge_index`` is: on the host by the compiled pass, on a device by torch
     operations (:func:`csr_on_device`); ``device``: the blocks' place (a host-built
-    CSR crosses once, all layers being views of it)."""
+    CSR crosses once, all layers being views of it; ``edge_index_there``: ``edge_index``
+    on ``device`` already, which the blocks then view instead of copying it again)."""
     ncum, ecum = _cumsum(num_sampled_nodes), _cumsum(num_sampled_edges)
     L = len(num_sampled_edges)
     n_rows, n_all, E = ncum[L], ncum[-1], ecum[L]
@@ -146,8 +148,9 @@ def build_adjs(edge_index: torch.Tensor, e_id: torch.Tensor, num_sampled_nodes, 
     ends = crow[torch.tensor(ncum[:L + 1], device=crow.device)].tolist()
     dev = crow.device if device is None else torch.device(device)
     if dev != crow.device:
-        crow, col = crow.to(dev, non_blocking=True), col.to(dev, non_blocking=True)
-        ei = ei.to(dev, non_blocking=True)
+        crow, col = pinned(crow).to(dev, non_blocking=True), pinned(col).to(dev, non_blocking=True)
+        there = edge_index_there is not None and order is None and edge_index_there.device == dev
+        ei = edge_index_there[:, :E] if there else pinned(ei).to(dev, non_blocking=True)
     ones = torch.ones(E, dtype=dtype, device=dev)
     out = []
     for i in range(L):

@@ -35,7 +35,7 @@ class SAGE(nn.Module):
         first ``num_dst`` rows (all rows when None), the only ones computed.
         ``edge_index`` may be a block (:class:`~hpcgnn.sampling.blocks.LayerAdj`)."""
         if isinstance(edge_index, LayerAdj):
-            edge_index, num_dst = edge_index.edge_index, edge_index.num_dst
+            num_dst = edge_index.num_dst
         return self._layer(i, x, edge_index, num_dst)
 
     def _fast(self, i: int, x: torch.Tensor) -> bool:
@@ -50,6 +50,8 @@ class SAGE(nn.Module):
         apply while it aggregates (:func:`bias_relu_dropout_mean`).  ``x`` may also be a
         :class:`~hpcgnn.graph.row_refs.RowRefs` (rows read in place by the mean; copied
         first where the layer cannot)."""
+        block = edge_index if isinstance(edge_index, LayerAdj) else None
+        edge_index = block.edge_index if block is not None else edge_index
         pending = x[1] if isinstance(x, tuple) else None
         h = x[0] if isinstance(x, tuple) else x
         if isinstance(h, RowRefs) and (h.dtype != torch.float32 or not self._fast(i, h)):
@@ -78,7 +80,11 @@ class SAGE(nn.Module):
         else:
             if pending is not None:
                 h = bias_relu_dropout(h, pending, p=self.dropout, training=self.training)
-            x = conv((h, h[:nd]), mean_adjacency(edge_index, nd, h.shape[0], h.dtype))
+            if block is not None and block.adj_t.device == h.device and block.num_dst == nd:
+                adj_t = block.adj_t        # the batch's own block (built off the step): mean over its rows
+            else:
+                adj_t = mean_adjacency(edge_index, nd, h.shape[0], h.dtype)
+            x = conv((h, h[:nd]), adj_t)
         if i < self.num_layers - 1:
             x = relu_dropout(x, p=self.dropout, training=self.training)
         return x
@@ -99,7 +105,7 @@ class SAGE(nn.Module):
                 if h.shape[0] != adj.num_src:
                     h = h.head(adj.num_src) if isinstance(h, RowRefs) else h[: adj.num_src]
                     x = (h, x[1]) if isinstance(x, tuple) else h
-                x = self._layer(i, x, adj.edge_index, num_dst=adj.num_dst, defer=i + 1 < len(adjs))
+                x = self._layer(i, x, adj, num_dst=adj.num_dst, defer=i + 1 < len(adjs))
             return x
         edge_index = adjs
         if num_sampled_nodes is None:
