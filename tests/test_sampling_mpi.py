@@ -14,6 +14,7 @@ from conftest import served_layout
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
+from hpcgnn.comm.rma.windows import RowStore
 from hpcgnn.sampling import NeighborSampler, sample_neighbors
 
 from test_sampling import (Oracle, check_minibatch, check_sample_neighbors, chi2_bound, inclusion_stat,
@@ -62,8 +63,13 @@ def _checks(g, o, comm):
     assert torch.equal(host.edge_index, mine.edge_index) and torch.equal(host.e_id, mine.e_id)
     os.environ["HPCGNN_DEVICE_READS"] = "mapped"          # rows gathered "by the device"
     try:
-        feat = DistGraph("g").ndata["feat"] if not g.standalone else g.ndata["feat"]
+        feat = g.ndata["feat"]
+        feat._mapped.clear()                              # mapped again under this pass's routes
         assert torch.equal(feat.gather_to(seeds, "cpu"), torch.from_numpy(o.feat[seeds]))
+        assert len(feat._mapped["cpu"].spans) == len(feat.open_store().direct_views())
+        lab = g.ndata["label"]
+        lab._mapped.clear()
+        assert torch.equal(lab.gather_to(seeds, "cpu"), torch.from_numpy(o.label[seeds]))
     finally:
         del os.environ["HPCGNN_DEVICE_READS"]
 
@@ -97,12 +103,12 @@ def test_sampling_in_a_served_launch(shared_tmp):
         _checks(g, oracle, ctx.trainer_comm)
         # again with every non-direct read forced through MPI_Get (virtual nodes share a
         # host, so by default the other node's rows are read from mapped memory)
-        from hpcgnn.comm.rma.windows import RowStore
-
         saved = RowStore.direct_shm_reads
         RowStore.direct_shm_reads = False
         try:
             _checks(g, oracle, ctx.trainer_comm)
+            st = g.ndata["feat"].open_store()       # the other node's rows came by RMA, into tensors too
+            assert nparts == 1 or len(st.direct_views()) < len(st.bounds) - 1
         finally:
             RowStore.direct_shm_reads = saved
         g.barrier()

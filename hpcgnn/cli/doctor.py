@@ -92,7 +92,9 @@ def _torch():
 
 def _gpu_aware():
     aware, how = probes.gpu_aware()
-    return aware == "yes", f"{aware}: {how}; remote rows reach a GPU through pinned host buffers", \
+    return aware == "yes", f"{aware}: {how}; " + ("other hosts' rows are read straight into GPU memory"
+                                                  if aware == "yes" else "other hosts' rows reach a GPU through "
+                                                  "pinned host memory"), \
         "optional: an MPI built with CUDA/ROCm support (e.g. Open MPI with UCX and CUDA)"
 
 

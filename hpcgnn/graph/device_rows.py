@@ -1,9 +1,11 @@
 """Rows of a :class:`~hpcgnn.comm.rma.windows.RowStore` gathered by the device that
 uses them: the rows of this host's shared memory read in place by a device-side
 index gather (the segments registered with CUDA as mapped, pinned memory: zero-copy,
-never staged by the CPU), the rows of other hosts read by RMA into pinned memory
-and copied once, asynchronously.  On a CPU the same code reads the same segments as
-tensors (the CPU twin that CI tests).
+never staged by the CPU), the rows of other hosts read by RMA straight into device
+memory where the MPI library is GPU-aware (``hpcgnn doctor`` says), else into pinned
+memory and copied once, asynchronously.  On a CPU the same code reads the same
+segments as tensors and the other hosts' rows by RMA into a tensor (the CPU twin
+that CI tests).
 
 ``HPCGNN_DEVICE_READS``: ``auto`` (the default: mapped reads on a GPU, the host's
 compiled gather elsewhere), ``mapped`` (also on a CPU: the twin), ``host`` (never).
@@ -16,6 +18,7 @@ import os
 import numpy as np
 import torch
 
+from ..comm import probes
 from ..devices import host_rows_on
 from ..errors import InputError
 
@@ -66,9 +69,14 @@ class MappedRows:
         local = (k >= 0) & (ids < hi[kc]) if len(lo) else np.zeros(n, bool)
         rest = np.flatnonzero(~local)
         if len(rest):
-            rows = host_gather(ids[rest])
-            flat[torch.from_numpy(rest).to(self.device)] = rows.reshape(len(rest), -1).to(
-                self.device, non_blocking=True)
+            if self.device.type == "cpu" or gpu_aware_mpi():
+                # straight into this device's memory (through DLPack): no host copy on a GPU
+                buf = torch.empty((len(rest), self.store.row_bytes), dtype=torch.uint8, device=self.device)
+                self.store.read_remote(ids[rest], buf)
+                rows = buf.view(dtype)
+            else:
+                rows = host_gather(ids[rest]).to(self.device, non_blocking=True)
+            flat[torch.from_numpy(rest).to(self.device)] = rows.reshape(len(rest), -1)
         if len(rest) == n:
             return out
         for s, (a, _, t) in enumerate(self.spans):
@@ -82,6 +90,16 @@ class MappedRows:
         for r in self._release:
             r()
         self._release = []
+
+
+_AWARE: list = []
+
+
+def gpu_aware_mpi() -> bool:
+    """Whether the MPI library takes GPU memory (asked once per process)."""
+    if not _AWARE:
+        _AWARE.append(probes.gpu_aware()[0] == "yes")
+    return _AWARE[0]
 
 
 def mapped_rows(store, device, torch_dtype, where: str):

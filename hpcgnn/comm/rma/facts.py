@@ -13,7 +13,8 @@ ROUTE_NAMES = {DIRECT: "direct", SHM: "shm-rma", WORLD: "rma"}
 
 class RowFacts:
     """Read-only facts of a ``RowStore`` (set by its constructor: ``_bounds``,
-    ``_owners``, ``_route``, ``_local_ranges``, ``_freed``)."""
+    ``_owners``, ``_route``, ``_local_ranges``, ``_freed``, ``_views``; ``_readable()``
+    its own)."""
 
     @property
     def bounds(self) -> np.ndarray:
@@ -42,6 +43,15 @@ class RowFacts:
     def routes(self) -> dict[int, str]:
         """How this rank reaches every owner: ``{owner rank: 'direct'|'shm-rma'|'rma'}``."""
         return {int(o): ROUTE_NAMES[int(r)] for o, r in zip(self._owners, self._route)}
+
+    def direct_views(self) -> list[tuple[int, int, np.ndarray]]:
+        """Local: ``(start, stop, rows)`` of every row range this process reads in place
+        (its own, and those of its host's shared memory), ``rows`` the array over that
+        memory (writes show through): what a GPU maps to read this host's rows itself."""
+        self._check_open()
+        bounds, direct, _ = self._readable()
+        return [(int(bounds[k]), int(bounds[k + 1]), self._views[k]) for k in np.flatnonzero(direct)
+                if k in self._views]
 
     def __repr__(self):
         return (f"RowStore({self.name!r}, shape={self.shape}, dtype={self.dtype}, "

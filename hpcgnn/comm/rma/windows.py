@@ -326,15 +326,6 @@ class RowStore(RowWrites, RowFacts):
             self.last_cache_hits = int(np.count_nonzero(range_of == -2))
         return addr, fetched
 
-    def direct_views(self) -> list[tuple[int, int, np.ndarray]]:
-        """Local: ``(start, stop, rows)`` of every row range this process reads in place
-        (its own, and those of its host's shared memory), ``rows`` the array over that
-        memory (writes show through): what a GPU maps to read this host's rows itself."""
-        self._check_open()
-        bounds, direct, _ = self._readable()
-        return [(int(bounds[k]), int(bounds[k + 1]), self._views[k]) for k in np.flatnonzero(direct)
-                if k in self._views]
-
     def _shm_direct(self) -> bool:
         if self.direct_shm_reads is not None:
             return bool(self.direct_shm_reads)
@@ -384,18 +375,7 @@ class RowStore(RowWrites, RowFacts):
                 pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids, self._seg_row0,
                                                          self.row_bytes, labels=range_of)
                 in_place = in_place and left > int(counts.sum())
-            ends = np.cumsum(counts)
-            try:
-                for k in np.flatnonzero(counts).tolist():
-                    a, b = int(ends[k] - counts[k]), int(ends[k])
-                    win = self._shwin if self._route[k] == SHM else self._win
-                    # each row lands in its place in ``out`` (no buffer, no second copy)
-                    pending += self._rma(win, int(self._target[k]), k, None, flat, "get",
-                                         origin_rows=pos[a:b], pipelined=self._route[k] == WORLD,
-                                         disps=disps[a:b])
-            except BaseException:
-                self._complete(pending)
-                raise
+            pending = self._issue_gets(flat, pos, disps, counts)
         hits = None
         if not direct.all() and cids is not None:
             hits = int(np.count_nonzero(range_of == -2))
@@ -406,6 +386,37 @@ class RowStore(RowWrites, RowFacts):
         if cache is not None:
             self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
         return out
+
+    @serialized
+    def read_remote(self, ids, out) -> None:
+        """Independent: the rows of ``ids``, every one of a range this process does not
+        read in place (see :meth:`direct_views`), fetched by RMA straight into ``out``:
+        ``len(ids)`` rows of ``row_bytes`` bytes in any buffer the MPI library takes (a
+        NumPy array, a torch tensor through DLPack, GPU memory where the library is
+        GPU-aware: :func:`hpcgnn.comm.probes.gpu_aware`)."""
+        self._check_open()
+        ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self.where), dtype=np.int64)
+        bounds, direct, _ = self._readable()
+        pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids, self._seg_row0, self.row_bytes)
+        if int(counts.sum()) != len(ids):
+            raise InputError(f"{self.where}: read_remote was given ids of rows this process reads in place")
+        self._complete(self._issue_gets(out, pos, disps, counts),
+                       [int(self._owners[k]) for k in np.flatnonzero(counts).tolist()])
+
+    def _issue_gets(self, rows2d, pos, disps, counts) -> list:
+        """One RMA read per range with ``counts``: the rows land in their places
+        ``pos`` of ``rows2d`` (no buffer, no second copy).  Returns what to complete."""
+        pending, ends = [], np.cumsum(counts)
+        try:
+            for k in np.flatnonzero(counts).tolist():
+                a, b = int(ends[k] - counts[k]), int(ends[k])
+                win = self._shwin if self._route[k] == SHM else self._win
+                pending += self._rma(win, int(self._target[k]), k, None, rows2d, "get", origin_rows=pos[a:b],
+                                     pipelined=self._route[k] == WORLD, disps=disps[a:b])
+        except BaseException:
+            self._complete(pending)
+            raise
+        return pending
 
     # ------------------------------------------------------------------ RMA core
     def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None, origin_rows=None,
