@@ -76,6 +76,20 @@ def test_generate_onto_a_disk_too_small_names_the_file(mpirun, small_disk):
     assert "Traceback" not in res.stderr and os.listdir(os.path.dirname(out)) == []
 
 
+@pytest.mark.timeout(300)
+def test_convert_onto_a_disk_too_small_names_the_file(mpirun, small_disk, tmp_path):
+    """An edge list of ~5 MB converted onto a 2 MB disk: one agreed line per rank, no
+    traceback, no partial file (it printed HDF5's OSError 28 with a traceback)."""
+    edges = tmp_path / "edges.npy"
+    np.save(edges, np.random.default_rng(0).integers(0, 50000, (300000, 2)))
+    out = os.path.join(small_disk("2m"), "graph.h5")
+    res = mpirun(2, HP + ["convert", "edges", str(edges), out], timeout=120)
+    assert res.returncode != 0
+    full = _lines(res.stderr, "disk full")
+    assert len(full) == 2 and all(out in ln for ln in full), res.stderr
+    assert "Traceback" not in res.stderr and os.listdir(os.path.dirname(out)) == []
+
+
 #: Runs ``python -m hpcgnn ARGS`` with the disk filled by another "job" at a chosen
 #: moment (the test's hook, not hpcgnn's): ``before`` the first disk reservation
 #: (what a disk filling between the free-space check and the write does, without a

@@ -92,14 +92,20 @@ def parts(tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("sig", [signal.SIGSTOP, signal.SIGKILL], ids=["frozen", "killed"])
-def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, sig):
+@pytest.mark.parametrize("sig,role", [(signal.SIGSTOP, "server"), (signal.SIGKILL, "server"),
+                                      (signal.SIGKILL, "sampler")],
+                         ids=["frozen-server", "killed-server", "killed-sampler"])
+def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, sig, role):
     """Trainers read the servers' rows through shared memory and never wait on them:
-    the trainers' per-step watch names a server gone, or stopped past HPCGNN_TIMEOUT."""
+    the trainers' per-step watch names a server gone, or stopped past HPCGNN_TIMEOUT,
+    and they write a last checkpoint.  A sampler killed while its trainer waits for a
+    batch is named by the wait itself, at once (Open MPI's own line named no role)."""
     from conftest import clean_mpi_env
 
-    cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
-           "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "100000",
+    n, layout, victim = (4, "servers=1,samplers=0,trainers=1", 2) if role == "server" else \
+        (6, "servers=1,samplers=1,trainers=1", 1)
+    cmd = ["mpirun", "--oversubscribe", "-n", str(n), sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
+           "--layout", layout, "--ranks-per-node", str(n // 2), "--epochs", "100000",
            "--run-dir", str(tmp_path / "run"), "--progress", "off", "--eval-every", "0", "--timeout", "10"]
     job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -108,7 +114,7 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
             lines.append(line)
             if '"kind": "epoch"' in line:
                 break
-        os.kill(_world_ranks(str(tmp_path / "run"))[2], sig)       # the server of node 1
+        os.kill(_world_ranks(str(tmp_path / "run"))[victim], sig)  # the server of node 1, the sampler of node 0
         out, _ = job.communicate(timeout=200)
     finally:
         if job.poll() is None:
@@ -118,12 +124,23 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
     assert job.returncode != 0
     # the first line about a rank (after the start-up line) names the server
     first = next((ln for ln in out.splitlines() if ln.startswith("hpcgnn") and "rank " in ln), out[-3000:])
-    assert "rank 2 (server, node 1, host " in first, out
+    assert f"rank {victim} ({role}, node {1 if role == 'server' else 0}, host " in first, out
     if sig == signal.SIGSTOP:
         assert "whose process is stopped" in first and "has not run for 10 s (HPCGNN_TIMEOUT)" in first, out
     else:
         assert "whose process is gone" in first, out
     assert '"kind": "final"' not in out
+    if role == "sampler":
+        return
+    # the trainers saved what they held before ending (issue 39): --resume continues from it
+    assert "checkpoint of step" in first and "written: --resume continues from it" in first, out
+    saved = sorted((tmp_path / "run" / "checkpoints").glob("step-*.h5"))
+    assert len(saved) == 1 and f"checkpoint of step {int(saved[0].stem.split('-')[1])} written" in first
+    if sig == signal.SIGKILL:
+        res = subprocess.run(cmd[:cmd.index("--epochs") + 1] + ["2"] + cmd[cmd.index("--epochs") + 2:]
+                             + ["--resume"], env=clean_mpi_env(), capture_output=True, text=True, timeout=200)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        assert "resumed from" in res.stdout and saved[0].name in res.stdout and '"kind": "final"' in res.stdout
 
 
 def _world_ranks(tag: str) -> dict:

@@ -51,9 +51,14 @@ def describe(rank: int) -> str:
     return f"rank {rank} ({role}, node {node}, host {host}){tail}"
 
 
+def my_rank() -> int | None:
+    """This process's world rank (None outside an MPI job's life)."""
+    return MPI.COMM_WORLD.Get_rank() if MPI.Is_initialized() and not MPI.Is_finalized() else None
+
+
 def troubled(among=None) -> list[int]:
     """Ranks on this host (of ``among``, default all) whose process is gone or stopped."""
-    me = MPI.COMM_WORLD.Get_rank() if MPI.Is_initialized() and not MPI.Is_finalized() else None
+    me = my_rank()
     ranks = sorted(TABLE) if among is None else sorted(among)
     return [r for r in ranks if r != me and state(r) in ("gone", "stopped")]
 

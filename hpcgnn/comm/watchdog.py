@@ -6,7 +6,9 @@ wait on another rank runs inside :func:`waiting`, which records what is waited
 for and from whom; a daemon thread (started on the first wait) ends the job when
 a wait passes ``HPCGNN_TIMEOUT`` seconds (default 600), with one line naming the
 rank waited for, its state where it is on this host (stopped, gone), and what
-was waited for.  MPI calls release the GIL, so the thread runs while the waiting
+was waited for; a wait on a rank of this host whose process is gone ends it at
+once (within :data:`TICK_S`), naming that rank, before the launcher tears the job
+down with a line of its own that names no role.  MPI calls release the GIL, so the thread runs while the waiting
 thread is blocked inside MPI.
 """
 from __future__ import annotations
@@ -71,15 +73,43 @@ def _start() -> None:
     _thread.start()
 
 
+#: how often the waits are looked at: a rank waited for whose process is gone (on
+#: this host) ends the job within this, named, before the launcher tears it down
+TICK_S = 0.2
+#: a collective wait looks for gone ranks once it has lasted this long
+COLLECTIVE_GRACE_S = 2.0
+
+
 def _watch() -> None:
     limit = timeout_s()
     while True:
-        time.sleep(min(1.0, limit / 20))
+        time.sleep(min(TICK_S, limit / 20))
         now = time.monotonic()
         with _lock:
-            late = [w for w in _waits.values() if now - w[0] > limit]
+            waits = list(_waits.values())
+        late = [w for w in waits if now - w[0] > limit]
         if late:
             _end_job(limit, *min(late))
+        for w in waits:
+            # a collective (no ranks named) is given a grace: ranks leave at a job's end
+            gone = gone_among(w[2]) if w[2] or now - w[0] > COLLECTIVE_GRACE_S else None
+            if gone is not None:
+                _end_job(limit, *w, line=gone_line(gone, w[1]))
+
+
+def gone_among(ranks: tuple) -> int | None:
+    """The lowest of ``ranks`` (empty: any rank of the job) on this host whose process
+    is gone, else None."""
+    me = peers.my_rank()
+    for r in sorted(ranks) if ranks else sorted(peers.TABLE):
+        if r != me and peers.state(r) == "gone":
+            return r
+    return None
+
+
+def gone_line(rank: int, what: str) -> str:
+    """The line of a rank whose wait for ``what`` can never end: ``rank`` is gone."""
+    return f"hpcgnn: {peers.describe(rank)} ({peers.me()} was waiting for {what}); ending the job"
 
 
 def expired_line(limit: float, what: str, ranks: tuple) -> str:
@@ -94,8 +124,8 @@ def expired_line(limit: float, what: str, ranks: tuple) -> str:
             f"so the one that did not answer is on another host{tail}")
 
 
-def _end_job(limit: float, started: float, what: str, ranks: tuple) -> None:
-    line = expired_line(limit, what, ranks)
+def _end_job(limit: float, started: float, what: str, ranks: tuple, line: str | None = None) -> None:
+    line = line or expired_line(limit, what, ranks)
     try:
         err = sys.__stderr__ or sys.stderr
         err.write(line + "\n")

@@ -48,10 +48,16 @@ def _write_file(out: str, overwrite: bool, body: Callable[[Any], dict]) -> dict:
         info = body(f)
         f.close()
         os.replace(tmp, out)
-    except BaseException:
-        f.close()
+    except BaseException as e:
+        try:
+            f.close()
+        except Exception:               # noqa: BLE001 - a close that flushes onto a full disk fails too
+            pass
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(e, Exception) and diskspace.disk_full(e):
+            raise InputError(f"{out}: the disk filled while writing it ({getattr(e, 'strerror', None) or e}): "
+                             "disk full; the partial file was removed") from None
         raise
     return info
 

@@ -49,9 +49,11 @@ def _load_fallocate():
 _fallocate = _load_fallocate()
 
 
-def estimate(nbytes: int, ndatasets: int) -> int:
-    """Pure: the disk space of a file whose ``ndatasets`` datasets hold ``nbytes``."""
-    return int(nbytes) + META_BYTES + META_PER_DATASET * int(ndatasets)
+def estimate(nbytes: int, ndatasets: int, meta_bytes: int = META_BYTES) -> int:
+    """Pure: the disk space of a file whose ``ndatasets`` datasets hold ``nbytes``
+    (``meta_bytes`` for its headers and attributes: a file with many or large
+    attributes, such as a partitioning, needs the default; a checkpoint far less)."""
+    return int(nbytes) + int(meta_bytes) + META_PER_DATASET * int(ndatasets)
 
 
 def allocated_end(f: h5py.File) -> int:

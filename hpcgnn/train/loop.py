@@ -168,8 +168,10 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None, 
         r.compute_s += time.perf_counter() - t0
         r.host_s += t1 - t0
         r.step += 1
-        signal, r.nonfinite = step_flags(tc, math.isfinite(value), getattr(cfg, "watch", None), r.step)
+        signal, r.nonfinite, lost = step_flags(tc, math.isfinite(value), getattr(cfg, "watch", None), r.step)
         if r.nonfinite:                   # no checkpoint of what this step left; fit() raises
+            if lost is not None:
+                raise PeerFailed(f"{lost} ({peers.me()} ends the job; no checkpoint: a loss was not finite)")
             r.last_loss, r.stopped = value, True
             break
         r.loss_sum += value * count
@@ -180,9 +182,11 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None, 
         epoch_over = bool(epoch_steps) and loader.position[1] >= epoch_steps
         if epoch_over:
             loader.finish_epoch()         # a checkpoint here resumes at the next epoch
-        stop = signal or (cfg.max_steps > 0 and r.step >= cfg.max_steps)
+        stop = signal or lost is not None or (cfg.max_steps > 0 and r.step >= cfg.max_steps)
+        if lost is not None:              # a server or sampler is gone: the trainers save what they hold
+            raise PeerFailed(f"{lost}; {last_checkpoint(ckpt, r)} ({peers.me()} ends the job)")
         if stop or (cfg.checkpoint_every > 0 and r.step % cfg.checkpoint_every == 0):
-            ckpt.save(r.step, {k: getattr(r, k) for k in ("loss_sum", "correct", "seen", "compute_s")})
+            ckpt.save(r.step, _totals(r))
         if stop:
             r.stopped = True
             break
@@ -197,28 +201,46 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None, 
     return r
 
 
+def _totals(r: EpochSteps) -> dict:
+    return {k: getattr(r, k) for k in ("loss_sum", "correct", "seen", "compute_s")}
+
+
+def last_checkpoint(ckpt: Checkpoints, r: EpochSteps) -> str:
+    """Collective over the (live) trainers, after a server or sampler died: write
+    the checkpoint of step ``r.step`` (the model and optimizer the trainers hold,
+    their RNG states and loader positions: nothing a server serves) and say so;
+    distributed tables (embeddings) live on the servers, so a run with them writes
+    none and says that."""
+    if ckpt.tensors:
+        return (f"no checkpoint of step {r.step}: its distributed tables ({', '.join(sorted(ckpt.tensors))}) live "
+                f"on the servers; --resume continues from the last one written")
+    ckpt.save(r.step, _totals(r))
+    return f"checkpoint of step {r.step} written: --resume continues from it"
+
+
 def _event():
     ev = torch.cuda.Event(enable_timing=True)
     ev.record()
     return ev
 
 
-def step_flags(tc, finite: bool, watch=None, step: int = 0) -> tuple[bool, bool]:
+def step_flags(tc, finite: bool, watch=None, step: int = 0) -> tuple[bool, bool, str | None]:
     """Collective over the trainers, once per step: (a stop signal reached a trainer,
-    a trainer's loss was not finite), in one allreduce (what ``signals.agreed_stop``
-    alone did).  ``watch`` (:class:`~hpcgnn.comm.peers.Watch`): a server or sampler
-    on a trainer's host that is gone, or stopped longer than ``HPCGNN_TIMEOUT``, ends
-    the job on every trainer with a :class:`PeerFailed` naming it."""
+    a trainer's loss was not finite, what is lost), in one allreduce (what
+    ``signals.agreed_stop`` alone did).  ``watch`` (:class:`~hpcgnn.comm.peers.Watch`):
+    a server or sampler on a trainer's host that is gone, or stopped longer than
+    ``HPCGNN_TIMEOUT``, is named in the third value on every trainer (None while all
+    live); the caller writes the last checkpoint and ends the job."""
     failed = watch.failed() if watch is not None else None
     with LOCK:                  # bounded by HPCGNN_TIMEOUT: a trainer frozen mid-run is named
         flags = reduce_int(tc, int(signals.requested()) | (0 if finite else 2) | (4 if failed is not None else 0),
                            MPI.BOR)
         if flags & 4:           # which rank: the lowest any trainer saw
             failed = reduce_int(tc, failed if failed is not None else 1 << 62, MPI.MIN)
+    lost = None
     if flags & 4:
-        raise PeerFailed(f"{peers.describe(failed)}{_how_long(watch, failed)}; the trainers stop at step {step} "
-                         f"({peers.me()} ends the job)")
-    return bool(flags & 1), bool(flags & 2)
+        lost = f"{peers.describe(failed)}{_how_long(watch, failed)}; the trainers stop at step {step}"
+    return bool(flags & 1), bool(flags & 2), lost
 
 
 def _how_long(watch, rank: int) -> str:
