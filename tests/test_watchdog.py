@@ -155,3 +155,70 @@ def _world_ranks(tag: str) -> dict:
             if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
                 ranks[int(kv.split(b"=")[1])] = int(pid)
     return ranks
+
+
+@pytest.mark.timeout(300)
+def test_a_rank_killed_while_partitioning_is_named(tmp_path):
+    """A rank of ``hpcgnn partition`` killed mid-run: the survivor's first line names
+    it, by its command (only Open MPI's line, with no role, said so before)."""
+    from conftest import clean_mpi_env, mpi_launch
+
+    raw = str(tmp_path / "g.h5")
+    res = mpi_launch(2, [sys.executable, "-m", "hpcgnn", "generate", raw, "--num-nodes", "100000", "--avg-degree",
+                         "10", "--feat-dim", "4", "--num-classes", "4"], timeout=240)
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "parts"
+    job = subprocess.Popen(["mpirun", "--oversubscribe", "-n", "2", sys.executable, "-m", "hpcgnn", "partition", raw,
+                            "-o", str(out), "-k", "2"], env=clean_mpi_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(1200):                          # the partitioning has begun: its output folder exists
+            if out.exists():
+                break
+            time.sleep(0.05)
+        os.kill(_world_ranks(raw)[1], signal.SIGKILL)
+        text, _ = job.communicate(timeout=200)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert job.returncode != 0
+    first = next((ln for ln in text.splitlines() if ln.startswith("hpcgnn")), text[-3000:])
+    assert first.startswith("hpcgnn: rank 1 (hpcgnn partition, host ") and "whose process is gone" in first, text
+    assert "(rank 0 (hpcgnn partition, host " in first and "was in hpcgnn partition" in first
+
+
+@pytest.mark.timeout(300)
+def test_a_server_killed_during_the_final_inference_is_named(parts, tmp_path):
+    """Layer-wise inference reads rows through shared memory and never waits on the
+    servers: it watches them as the training steps do.  (Each rank's output is read
+    from its own file: when another rank exits first, Open MPI may end the job before
+    its merged output carried the trainers' lines.)"""
+    from conftest import clean_mpi_env
+
+    ranks_out = tmp_path / "out"
+    cmd = ["mpirun", "--oversubscribe", "--output-filename", str(ranks_out), "-n", "4", sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
+           "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "1",
+           "--epoch-steps", "2", "--infer-batch-size", "1", "--run-dir", str(tmp_path / "run"), "--progress", "off",
+           "--eval-every", "0"]
+    job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in job.stdout:                         # training is over: inference runs
+            lines.append(line)
+            if '"kind": "epoch"' in line:
+                break
+        time.sleep(1.0)                                 # inside its batches (3000 of 1 node per layer)
+        os.kill(_world_ranks(str(tmp_path / "run"))[2], signal.SIGKILL)
+        out, _ = job.communicate(timeout=200)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    out = "".join(lines) + out
+    assert job.returncode != 0 and '"kind": "final"' not in out
+    for r in (1, 3):                                    # both trainers name the server
+        err = next(ranks_out.rglob(f"rank.{r}/stderr")).read_text()
+        first = next((ln for ln in err.splitlines() if ln.startswith("hpcgnn")), err[-3000:])
+        assert "rank 2 (server, node 1, host " in first and "whose process is gone" in first, err
+        assert "layer-wise inference stops" in first

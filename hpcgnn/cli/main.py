@@ -13,7 +13,7 @@ import sys
 
 import hpcgnn  # noqa: F401  (installs the failure hook, initialises MPI)
 from .. import logs
-from ..comm import peers
+from ..comm import peers, watchdog
 from ..comm.mpi import world
 from ..errors import InputError
 
@@ -71,8 +71,9 @@ def take_log_options(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = take_log_options(sys.argv[1:] if argv is None else list(argv))
-    if world().Get_size() > 1:
-        peers.record(world(), "no role", "?")    # a rank lost before initialize is named too
+    command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    if world().Get_size() > 1:    # a rank lost before initialize is named too, by the command it ran
+        peers.record(world(), f"hpcgnn {command}" if command and command != "train" else "no role", "-")
     if argv[:1] == ["train"]:   # its own parser (settings, TOML file, --help), loaded only for train
         from .train import main_argv   # train's own parser, loaded only for train
 
@@ -82,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    code = importlib.import_module(SUBCOMMANDS[args.command][0]).run(args)
+    run = importlib.import_module(SUBCOMMANDS[args.command][0]).run
+    if world().Get_size() == 1:
+        return int(run(args) or 0)
+    with watchdog.watching(f"hpcgnn {args.command}"):     # a rank that dies is named, by its command
+        code = run(args)
     return int(code or 0)
 
 

@@ -48,7 +48,12 @@ def describe(rank: int) -> str:
         return f"rank {rank}"
     role, node, host, _ = entry
     tail = {"gone": ", whose process is gone", "stopped": ", whose process is stopped (SIGSTOP?)"}.get(state(rank), "")
-    return f"rank {rank} ({role}, node {node}, host {host}){tail}"
+    return f"rank {rank} ({_where(role, node, host)}){tail}"
+
+
+def _where(role, node, host) -> str:
+    """``role, node K, host H`` (no node for a command's ranks, which have none)."""
+    return f"{role}, host {host}" if node in ("-", "?") else f"{role}, node {node}, host {host}"
 
 
 def my_rank() -> int | None:
@@ -69,7 +74,7 @@ def me() -> str:
         return f"pid {os.getpid()}"
     rank = MPI.COMM_WORLD.Get_rank()
     entry = TABLE.get(rank)
-    return f"rank {rank}" if entry is None else f"rank {rank} ({entry[0]}, node {entry[1]}, host {entry[2]})"
+    return f"rank {rank}" if entry is None else f"rank {rank} ({_where(*entry[:3])})"
 
 
 class Watch:

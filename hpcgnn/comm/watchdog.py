@@ -8,8 +8,9 @@ a wait passes ``HPCGNN_TIMEOUT`` seconds (default 600), with one line naming the
 rank waited for, its state where it is on this host (stopped, gone), and what
 was waited for; a wait on a rank of this host whose process is gone ends it at
 once (within :data:`TICK_S`), naming that rank, before the launcher tears the job
-down with a line of its own that names no role.  MPI calls release the GIL, so the thread runs while the waiting
-thread is blocked inside MPI.
+down with a line of its own that names no role (so do :func:`watching` phases).
+MPI calls release the GIL, so the thread runs while the waiting thread is blocked
+inside MPI.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ DEFAULT_TIMEOUT_S = 600.0
 
 _lock = threading.Lock()
 _waits: dict[int, tuple[float, str, tuple]] = {}
+_phases: dict[int, tuple[float, str]] = {}
 _thread: threading.Thread | None = None
 _keys = itertools.count()
 
@@ -67,6 +69,24 @@ def waiting(what: str, ranks=()):
             _waits.pop(key, None)
 
 
+@contextmanager
+def watching(what: str):
+    """Run the body as a phase of the job (``hpcgnn partition``, ``generate``...) in
+    which no rank may leave: a rank of this host whose process is gone ends the job
+    with one line naming it and ``what`` this rank was doing (the launcher's own line
+    names no role).  No time limit (a phase may take hours)."""
+    key = next(_keys)
+    with _lock:
+        _phases[key] = (time.monotonic(), what)
+        if _thread is None:
+            _start()
+    try:
+        yield
+    finally:
+        with _lock:
+            _phases.pop(key, None)
+
+
 def _start() -> None:
     global _thread
     _thread = threading.Thread(target=_watch, name="hpcgnn-watchdog", daemon=True)
@@ -87,14 +107,15 @@ def _watch() -> None:
         now = time.monotonic()
         with _lock:
             waits = list(_waits.values())
-        late = [w for w in waits if now - w[0] > limit]
+            waits += [(t - COLLECTIVE_GRACE_S, what, (), True) for t, what in _phases.values()]   # no grace
+        late = [w for w in waits if len(w) == 3 and now - w[0] > limit]
         if late:
             _end_job(limit, *min(late))
         for w in waits:
             # a collective (no ranks named) is given a grace: ranks leave at a job's end
             gone = gone_among(w[2]) if w[2] or now - w[0] > COLLECTIVE_GRACE_S else None
             if gone is not None:
-                _end_job(limit, *w, line=gone_line(gone, w[1]))
+                _end_job(limit, *w[:3], line=gone_line(gone, w[1], phase=len(w) == 4))
 
 
 def gone_among(ranks: tuple) -> int | None:
@@ -107,9 +128,11 @@ def gone_among(ranks: tuple) -> int | None:
     return None
 
 
-def gone_line(rank: int, what: str) -> str:
-    """The line of a rank whose wait for ``what`` can never end: ``rank`` is gone."""
-    return f"hpcgnn: {peers.describe(rank)} ({peers.me()} was waiting for {what}); ending the job"
+def gone_line(rank: int, what: str, phase: bool = False) -> str:
+    """The line of a rank whose wait for ``what`` (or ``phase``: whose phase ``what``)
+    can never end: ``rank`` is gone."""
+    doing = f"was in {what}" if phase else f"was waiting for {what}"
+    return f"hpcgnn: {peers.describe(rank)} ({peers.me()} {doing}); ending the job"
 
 
 def expired_line(limit: float, what: str, ranks: tuple) -> str:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..comm import peers, watchdog
 from ..comm.mpi import LOCK, MPI
 from ..graph import DistTensor, node_split
 from ..comm.context import current_context
+from ..errors import PeerFailed
 from ..sampling import NeighborSampler
 
 
@@ -40,6 +42,9 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
     if not (isinstance(dims, (list, tuple)) and len(dims) == model.num_layers + 1):
         dims = None                # not a list of layer widths: ask the first batch
     tc = current_context().trainer_comm
+    # rows are read through shared memory, so a server of this host that died would
+    # otherwise be named only by the launcher once the job ends
+    watch = peers.Watch(("server", "sampler"), watchdog.timeout_s())
     for i in range(model.num_layers):
         h, lo = None, 0
         if dims is not None:
@@ -54,6 +59,7 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
             out[mine[:batch_size]] = h.cpu().float().numpy()
             lo = batch_size
         for lo in range(lo, len(mine), batch_size):
+            _check_peers(watch, i)
             seeds = mine[lo:lo + batch_size]
             out[seeds] = _layer_batch(model, g, full, x_in, seeds, i, device).cpu().float().numpy()
             if progress is not None:
@@ -64,6 +70,13 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
         x_in = out
     model.train(was_training)
     return out
+
+
+def _check_peers(watch, layer: int) -> None:
+    failed = watch.failed()
+    if failed is not None:
+        raise PeerFailed(f"{peers.describe(failed)}; layer-wise inference stops in layer {layer} ({peers.me()} "
+                         "ends the job)")
 
 
 def _layer_batch(model, g, full, x_in, seeds, i: int, device):
