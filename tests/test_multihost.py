@@ -320,6 +320,36 @@ def _pull_cable(bed, graph, net, mca, bound=60):
 
 
 @pytest.mark.timeout(400, method="signal")
+def test_100ms_delay_on_one_link_is_reported_within_an_epoch(bed, graph):
+    """Host 1's data link gets 100 ms of delay once epoch 0 is over: the end of epoch 1
+    logs one warning per slowed link (host pair) against its epoch 0 rate, and every
+    epoch row carries the per-link read rates (issue 39)."""
+    cfg, _ = graph
+    argv = [PY, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir", f"{bed.shared}/slowlink",
+            "--layout", CO_LOCATED, *COMMON[2:], "--epochs", "2", "--eval-every", "0"]
+    job = _Job(bed, argv, per_host=2, hosts=[0, 1], env={"HPCGNN_TIMEOUT": "60"})
+    try:
+        assert job.wait_for(r'^\{"kind": "epoch", "epoch": 0', 150), job.text()[-4000:]
+        bed.delay(1, 100)
+        try:
+            job.p.wait(timeout=300)
+        finally:
+            bed.undelay(1)
+    finally:
+        bed.stop(job.p)
+        for t in job._threads:
+            t.join(5)
+    assert job.p.returncode == 0, job.text()[-4000:]
+    rows = [json.loads(ln) for ln in job.text("out").splitlines() if ln.startswith('{"kind": "epoch"')]
+    assert len(rows) == 2 and all(r["remote_reads"] and r["slowest_read_s"] > 0 for r in rows), rows
+    # a round trip to or from host 1 crosses its delayed link: one line per slowed link, each once
+    warned = [ln for ln in job.text("err").splitlines() if "slower than in epoch 0" in ln]
+    assert 1 <= len(warned) <= 2 and len(set(warned)) == len(warned), job.text("err")[-3000:]
+    assert all(bed[1].name in ln and ln.startswith("hpcgnn: reads over ") for ln in warned), warned
+    assert rows[1]["slowest_read_s"] >= 0.1, rows[1]
+
+
+@pytest.mark.timeout(400, method="signal")
 def test_data_link_down_mid_epoch_the_watchdog_ends_the_job(bed, graph):
     """Host 1's data cable pulled during an epoch (MPI and torch.distributed traffic
     stop; mpirun still reaches every orted over the management network): hpcgnn ends

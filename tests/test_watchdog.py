@@ -222,3 +222,17 @@ def test_a_server_killed_during_the_final_inference_is_named(parts, tmp_path):
         first = next((ln for ln in err.splitlines() if ln.startswith("hpcgnn")), err[-3000:])
         assert "rank 2 (server, node 1, host " in first and "whose process is gone" in first, err
         assert "layer-wise inference stops" in first
+
+
+def test_a_link_slower_than_its_first_epoch_is_reported_once():
+    from hpcgnn.comm.rma import readstats
+
+    w = readstats.LinkWatch()
+    fast = {"a -> b": {"mb": 50.0, "mb_per_s": 100.0, "slowest_s": 0.01, "reads": 30}}
+    assert w.check(0, fast) == [] and w.check(1, fast) == []
+    slow = {"a -> b": {"mb": 50.0, "mb_per_s": 20.0, "slowest_s": 0.4, "reads": 30}}
+    (line,) = w.check(2, slow)
+    assert "reads over a -> b ran at 20 MB/s in epoch 2, 5x slower than in epoch 0 (100 MB/s" in line
+    assert w.check(3, slow) == []                                  # once per link
+    few = {"c -> d": {"mb": 0.01, "mb_per_s": 0.1, "slowest_s": 0.1, "reads": 3}}
+    assert w.check(0, few) == [] and w.check(1, few) == []         # too few reads to judge

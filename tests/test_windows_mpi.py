@@ -311,6 +311,7 @@ def test_tcp_servers_and_trainers(mpirun):
                  mca=[("btl", "self,tcp"), ("osc", "sm,pt2pt")], env={"HPCGNN_SHM_SCOPE": "node"})
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert res.stdout.count("windows_tcp_job ok") == 2, res.stdout
+    assert res.stdout.count("readstats ok") == 2, res.stdout        # reads across "hosts" timed, one link
     assert "routes {0: 'rma', 2: 'direct'}" in res.stdout or "routes {0: 'direct', 2: 'rma'}" in res.stdout
     # the servers, waiting as they serve, saw the trainers' requests come over their sockets
     # (so they polled on instead of sleeping: hpcgnn.comm.progress)

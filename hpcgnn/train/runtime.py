@@ -34,6 +34,7 @@ import torch
 
 from .. import logs
 from ..comm import peers, watchdog
+from ..comm.rma import readstats
 from ..comm.agree import agreed
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError, NonFiniteLoss
@@ -91,6 +92,7 @@ class Trainer:
             if self.tc.Get_rank() == 0:
                 check_run_dir(run_dir)
         self.device = pick_device(device, ctx)
+        self.links = readstats.LinkWatch()
         self.ddp, self.timer, self.backend = wrap_ddp(ctx, model, self.device, find_unused_parameters)
         if optimizer is None:
             optimizer = torch.optim.Adam(self.ddp.parameters(), lr=lr)
@@ -218,6 +220,12 @@ class Trainer:
         c = allsum(self.tc, [st.get("cache_hits", 0), st.get("cache_remote_lookups", 0)])
         if c[1]:
             row["cache_hit_rate"] = c[0] / c[1]
+        links = readstats.gather_links(self.tc, readstats.take())    # rows read from other hosts, by link
+        if links:
+            row["remote_reads"] = links
+            row["slowest_read_s"] = max(v["slowest_s"] for v in links.values())
+            for line in self.links.check(epoch, links) if self.rank == 0 else ():
+                LOG.warning(line)
         return row
 
     @torch.no_grad()

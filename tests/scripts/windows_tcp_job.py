@@ -7,6 +7,7 @@ import hpcgnn
 import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.comm.progress import serve_until
+from hpcgnn.comm.rma import readstats
 from hpcgnn.comm.rma.windows import RowStore
 
 world = MPI.COMM_WORLD
@@ -38,6 +39,13 @@ if ctx.is_trainer:
     # one write per line (output is unbuffered under the tests, and two trainers print
     # at once: print's pieces as separate writes interleaved, "routesroutes  {...")
     print(f"routes {st.routes()}", flush=True)
+    # the reads over TCP were timed by owner host: bytes and seconds, for the epoch log
+    links = readstats.gather_links(tc, readstats.take())
+    (link, v), = links.items()
+    remote = st.bounds[1:] - st.bounds[:-1]
+    assert v["reads"] >= 5 and v["mb"] > 0 and v["mb_per_s"] > 0 and v["slowest_s"] > 0, links
+    assert readstats.take() == {}, "take() starts new totals"
+    print(f"readstats ok {link} {remote.tolist()}", flush=True)
     print("windows_tcp_job ok", flush=True)
 done = world.Ibarrier()
 if ctx.is_trainer:

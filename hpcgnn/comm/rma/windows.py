@@ -31,11 +31,9 @@ Choices made by measurement (Open MPI 4.1.4, see ``docs``/the report):
   ``shm="node"`` (or ``HPCGNN_SHM_SCOPE=node``) shares memory only inside each
   (virtual) node, so that virtual nodes on one machine behave like separate hosts
   (tests over TCP); run those with ``--mca osc sm,pt2pt``.
-* Rows read from mapped memory are copied by a compiled loop that prefetches the
-  next block of rows while copying one (``ext/src/gather_rows.c``): 1.4-1.6x
-  ``torch.index_select`` on 100k random rows of a large table (docs/benchmarks.md).
-* Ids are *not* sorted by offset before a gather: here the extra pass that restores
-  the caller's order costs more than sorted reads save (0.5-0.7x).
+* Mapped rows are copied by a compiled loop prefetching the next block
+  (``ext/src/gather_rows.c``: 1.4-1.6x ``torch.index_select``); ids are not sorted
+  first (restoring the caller's order cost more than sorted reads saved: 0.5-0.7x).
 
 **Progress.**  With ``osc pt2pt`` (TCP) a passive-target operation completes only
 when the owner enters MPI.  Owners must therefore be ranks that keep calling MPI
@@ -49,11 +47,12 @@ same rows without a :meth:`RowStore.barrier` in between is a race, as in MPI.
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
 from ...errors import InputError
-from . import hugepages
+from . import hugepages, readstats
 from .. import probes
 from . import rowstore as rs
 from ..agree import agreed
@@ -375,6 +374,7 @@ class RowStore(RowWrites, RowFacts):
                 pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids, self._seg_row0,
                                                          self.row_bytes, labels=range_of)
                 in_place = in_place and left > int(counts.sum())
+            t_issue = time.perf_counter()
             pending = self._issue_gets(flat, pos, disps, counts)
         hits = None
         if not direct.all() and cids is not None:
@@ -382,26 +382,32 @@ class RowStore(RowWrites, RowFacts):
             cids = crows = None            # the labelling pass copied the cached rows already
         if in_place:
             _ext_gather_ranges(bases, bounds, ids, flat, range_of, cids, crows)
-        self._complete(pending, [int(self._owners[k]) for k in np.flatnonzero(counts).tolist()] if pending else ())
+        if pending:
+            self._finish_gets(pending, counts, t_issue)
         if cache is not None:
             self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
         return out
 
     @serialized
     def read_remote(self, ids, out) -> None:
-        """Independent: the rows of ``ids``, every one of a range this process does not
-        read in place (see :meth:`direct_views`), fetched by RMA straight into ``out``:
-        ``len(ids)`` rows of ``row_bytes`` bytes in any buffer the MPI library takes (a
-        NumPy array, a torch tensor through DLPack, GPU memory where the library is
-        GPU-aware: :func:`hpcgnn.comm.probes.gpu_aware`)."""
+        """Independent: the rows of ``ids`` (none read in place: :meth:`direct_views`) by
+        RMA straight into ``out``, ``len(ids)`` rows of ``row_bytes`` in any buffer MPI
+        takes (NumPy, torch through DLPack, GPU memory where MPI is GPU-aware)."""
         self._check_open()
         ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self.where), dtype=np.int64)
         bounds, direct, _ = self._readable()
         pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids, self._seg_row0, self.row_bytes)
         if int(counts.sum()) != len(ids):
             raise InputError(f"{self.where}: read_remote was given ids of rows this process reads in place")
-        self._complete(self._issue_gets(out, pos, disps, counts),
-                       [int(self._owners[k]) for k in np.flatnonzero(counts).tolist()])
+        t_issue = time.perf_counter()
+        self._finish_gets(self._issue_gets(out, pos, disps, counts), counts, t_issue)
+
+    def _finish_gets(self, pending, counts, t_issue: float) -> None:
+        """Wait for the reads; time those of other hosts' rows, by owner (:mod:`.readstats`)."""
+        ks = np.flatnonzero(counts).tolist()
+        self._complete(pending, [int(self._owners[k]) for k in ks])
+        readstats.add_all([(int(self._owners[k]), int(counts[k]) * self.row_bytes) for k in ks
+                           if self._route[k] == WORLD], time.perf_counter() - t_issue)
 
     def _issue_gets(self, rows2d, pos, disps, counts) -> list:
         """One RMA read per range with ``counts``: the rows land in their places
