@@ -107,20 +107,8 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
     cmd = ["mpirun", "--oversubscribe", "-n", str(n), sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
            "--layout", layout, "--ranks-per-node", str(n // 2), "--epochs", "100000",
            "--run-dir", str(tmp_path / "run"), "--progress", "off", "--eval-every", "0", "--timeout", "10"]
-    job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        lines = []
-        for line in job.stdout:                         # training has started
-            lines.append(line)
-            if '"kind": "epoch"' in line:
-                break
-        os.kill(_world_ranks(str(tmp_path / "run"))[victim], sig)  # the server of node 1, the sampler of node 0
-        out, _ = job.communicate(timeout=200)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
-    out = "".join(lines) + out
+    # the server of node 1, the sampler of node 0, once training has started
+    job, out = _kill_after_an_epoch(cmd, str(tmp_path / "run"), victim, sig)
     assert job.returncode != 0
     # the first line about a rank (after the start-up line) names the server
     first = next((ln for ln in out.splitlines() if ln.startswith("hpcgnn") and "rank " in ln), out[-3000:])
@@ -141,6 +129,28 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
                              + ["--resume"], env=clean_mpi_env(), capture_output=True, text=True, timeout=200)
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
         assert "resumed from" in res.stdout and saved[0].name in res.stdout and '"kind": "final"' in res.stdout
+
+
+def _kill_after_an_epoch(cmd, tag: str, victim: int, sig, wait_s: float = 0.0):
+    """Run ``cmd``; once its first epoch line is out (and ``wait_s`` later) send ``sig``
+    to world rank ``victim`` (found by ``tag`` in its command line).  ``(job, output)``."""
+    from conftest import clean_mpi_env
+
+    job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in job.stdout:
+            lines.append(line)
+            if '"kind": "epoch"' in line:
+                break
+        time.sleep(wait_s)
+        os.kill(_world_ranks(tag)[victim], sig)
+        out, _ = job.communicate(timeout=200)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    return job, "".join(lines) + out
 
 
 def _world_ranks(tag: str) -> dict:
@@ -194,28 +204,14 @@ def test_a_server_killed_during_the_final_inference_is_named(parts, tmp_path):
     servers: it watches them as the training steps do.  (Each rank's output is read
     from its own file: when another rank exits first, Open MPI may end the job before
     its merged output carried the trainers' lines.)"""
-    from conftest import clean_mpi_env
-
     ranks_out = tmp_path / "out"
-    cmd = ["mpirun", "--oversubscribe", "--output-filename", str(ranks_out), "-n", "4", sys.executable, "-m", "hpcgnn", "train", "--part-config", parts,
+    cmd = ["mpirun", "--oversubscribe", "--output-filename", str(ranks_out), "-n", "4", sys.executable, "-m",
+           "hpcgnn", "train", "--part-config", parts,
            "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2", "--epochs", "1",
            "--epoch-steps", "2", "--infer-batch-size", "1", "--run-dir", str(tmp_path / "run"), "--progress", "off",
            "--eval-every", "0"]
-    job = subprocess.Popen(cmd, env=clean_mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        lines = []
-        for line in job.stdout:                         # training is over: inference runs
-            lines.append(line)
-            if '"kind": "epoch"' in line:
-                break
-        time.sleep(1.0)                                 # inside its batches (3000 of 1 node per layer)
-        os.kill(_world_ranks(str(tmp_path / "run"))[2], signal.SIGKILL)
-        out, _ = job.communicate(timeout=200)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.communicate()
-    out = "".join(lines) + out
+    # training is over: inference runs (3000 batches of 1 node per layer)
+    job, out = _kill_after_an_epoch(cmd, str(tmp_path / "run"), 2, signal.SIGKILL, wait_s=1.0)
     assert job.returncode != 0 and '"kind": "final"' not in out
     for r in (1, 3):                                    # both trainers name the server
         err = next(ranks_out.rglob(f"rank.{r}/stderr")).read_text()

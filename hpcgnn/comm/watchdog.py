@@ -53,38 +53,33 @@ def timeout_s() -> float:
     return seconds_from_env("HPCGNN_TIMEOUT", DEFAULT_TIMEOUT_S)
 
 
-@contextmanager
 def waiting(what: str, ranks=()):
     """Run the body as a wait for ``what`` from world ``ranks`` (empty: unknown,
     e.g. a collective): the job ends if it lasts past ``HPCGNN_TIMEOUT``."""
-    key = next(_keys)
-    with _lock:
-        _waits[key] = (time.monotonic(), what, tuple(ranks))
-        if _thread is None:
-            _start()
-    try:
-        yield
-    finally:
-        with _lock:
-            _waits.pop(key, None)
+    return _registered(_waits, (what, tuple(ranks)))
 
 
-@contextmanager
 def watching(what: str):
     """Run the body as a phase of the job (``hpcgnn partition``, ``generate``...) in
     which no rank may leave: a rank of this host whose process is gone ends the job
     with one line naming it and ``what`` this rank was doing (the launcher's own line
     names no role).  No time limit (a phase may take hours)."""
+    return _registered(_phases, (what,))
+
+
+@contextmanager
+def _registered(table: dict, entry: tuple):
+    """The body's time in ``table`` (the watchdog thread looks at it)."""
     key = next(_keys)
     with _lock:
-        _phases[key] = (time.monotonic(), what)
+        table[key] = (time.monotonic(), *entry)
         if _thread is None:
             _start()
     try:
         yield
     finally:
         with _lock:
-            _phases.pop(key, None)
+            table.pop(key, None)
 
 
 def _start() -> None:
