@@ -70,8 +70,9 @@ def main():
     ap.add_argument("--feature-rows", default="auto", choices=("auto", "copy", "refs"))
     ap.add_argument("--floor-steps", type=int, default=30, help="batches replayed for the model-only floor "
                                                                "(0: none; default %(default)s)")
-    ap.add_argument("--sample-on", default="auto", choices=("auto", "host"),
-                    help="auto: the GPU samples its host's partitions; host: the CPU kernel (default %(default)s)")
+    ap.add_argument("--sample-on", default="auto", choices=("auto", "host", "device"),
+                    help="auto: the GPU samples its host's partitions; host: the CPU kernel; device: the training "
+                         "device even a CPU (the GPU path's twin, with --devices cpu,cpu) (default %(default)s)")
     ap.add_argument("--devices", default="cpu,cuda",
                     help="baseline,measured (cpu,cpu tries the bench itself on a machine without a GPU)")
     ap.add_argument("--trainers", type=int, choices=(1, 2),

@@ -26,8 +26,10 @@ rates are per core.  Prints one JSON object:
     OMP_NUM_THREADS=1 python bench/sampling_bench.py --nodes 300000 --degree 25
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -110,13 +112,13 @@ def rate(fn, g_args, batches, seeds_of):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nodes", type=int, default=2_449_029)
-    ap.add_argument("--degree", type=float, default=51.0)
-    ap.add_argument("--fanouts", default="15,10,5")
-    ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--batches", type=int, default=20)
-    ap.add_argument("--numpy-batches", type=int, default=5)
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap.add_argument("--nodes", type=int, default=2_449_029, help="nodes of the generated graph (default %(default)s)")
+    ap.add_argument("--degree", type=float, default=51.0, help="its average degree (default %(default)s)")
+    ap.add_argument("--fanouts", default="15,10,5", help="per hop, seeds first (default %(default)s)")
+    ap.add_argument("--batch", type=int, default=1024, help="seeds per batch (default %(default)s)")
+    ap.add_argument("--batches", type=int, default=20, help="batches timed per sampler (default %(default)s)")
+    ap.add_argument("--numpy-batches", type=int, default=5, help="batches of the NumPy floor (default %(default)s)")
     ap.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
     ap.add_argument("--reuse", action="store_true", help="reuse the partitioned graph already in --dir")
     ap.add_argument("--device", help="also sample by this device (cuda; cpu: the torch-ops twin)")
@@ -125,6 +127,8 @@ def main():
     a = ap.parse_args()
     fanouts = [int(x) for x in a.fanouts.split(",")]
     tmp = a.dir or tempfile.mkdtemp(prefix="hpcgnn-sbench-")
+    if not a.dir:                                    # its graph goes with it (a products-sized one: GBs)
+        atexit.register(shutil.rmtree, tmp, True)
     raw = os.path.join(tmp, "g.h5")
     t = time.perf_counter()
     cfg = os.path.join(tmp, "p1", "bench.json")

@@ -415,6 +415,7 @@ def test_device_path_on_a_cpu_trains_as_the_host_path(small, tmp_path):
         out[where] = r.stdout
     acc = {k: _final(v)["test_acc"] for k, v in out.items()}
     assert abs(acc["device"] - acc["host"]) <= 0.03, acc
+    assert "sampling on cpu" in out["device"] and "sampling on the host" in out["host"]
     rows = [json.loads(ln) for ln in out["device"].splitlines() if ln.startswith('{"kind": "epoch"')]
     assert len(rows) == 3 and all(r["host_s"] > 0 and r["gpu_busy_s"] is None and r["h2d_bytes"] is None
                                   for r in rows)

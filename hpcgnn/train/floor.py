@@ -24,10 +24,12 @@ def model_floor(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loader
     changed.  ``{"floor_step_s", "floor_steps"}``."""
     device = torch.device(device)
     batches = []
-    for b in loader:
+    it = iter(loader)
+    for b in it:
         batches.append(b.stage(device))
         if len(batches) >= steps:
             break
+    it.close()                        # its producer stopped: nothing else runs while the clock does
     m = copy.deepcopy(model)
     opt = type(optimizer)(m.parameters(), **optimizer.defaults)
 

@@ -238,7 +238,7 @@ def run(cfg: TrainConfig) -> dict | None:
     fit = trainer.fit(train_loader, loss_fn, epochs=cfg.epochs,
                       evaluate=evaluate, eval_every=cfg.eval_every, eval_keys=("val_acc",),
                       describe=f"{g}, model {cfg.model}, features "
-                      f"{train_loader.task.feature_rows}")
+                      f"{train_loader.task.feature_rows}, sampling on {sampler.device or 'the host'}")
     if fit.stopped:
         memory = finalize_and_report(ctx, tc.Get_rank() == 0)
         return {"stopped": True, "step": fit.step, "model": model, "memory": memory}
