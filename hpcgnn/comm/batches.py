@@ -12,9 +12,11 @@ nothing arrives.  Everything runs on a duplicate of the world communicator.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from . import watchdog
+from . import peers, watchdog
 from .rma.datatypes import MAX_OP_BYTES
 from .mpi import MPI
 
@@ -65,9 +67,17 @@ class BatchChannel:
         return reqs
 
     def recv_frame(self, source: int, lid: int):
-        """Receive the next frame of loader ``lid`` from ``source``: ``(header, arrays)``."""
+        """Receive the next frame of loader ``lid`` from ``source``: ``(header, arrays)``,
+        or None once ``source`` is a rank of this host whose process is gone (its frame
+        will never come: the caller makes do without it)."""
         tag = FRAME_TAG + lid
         with watchdog.waiting(f"a batch from sampler rank {source}", (source,)):   # world ranks (a Dup)
+            pause = 0.0
+            while not self.comm.iprobe(source=source, tag=tag):
+                if peers.state(source) == "gone":
+                    return None
+                pause = min(2 * pause or 1e-5, 1e-3)         # first checks at once, then every ms
+                time.sleep(pause)
             header, meta = self.comm.recv(source=source, tag=tag)
             arrays = []
             for dt, shape in meta:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import logs
+from ..comm import peers
 from .batch import MiniBatch
 
 _ARRAYS = ("n_id", "e_id", "edge_index", "x", "y", "edge_label_index", "edge_label", "input_id", "n_type", "e_type")
@@ -58,11 +60,16 @@ def from_frame(header, arrays) -> MiniBatch:
     return MiniBatch(**fields)
 
 
+log = logs.get("sampling")
+
+
 class RemoteLoader:
     """Trainer side of one loader.  Created collectively by the trainers."""
 
     def __init__(self, ctx, g, task, depth: int):
         svc = ctx.service
+        self.g, self.task = g, task
+        self.gone: set[int] = set()         # sampler ranks found dead: their batches are made here
         self.channel = svc.batches
         self.lid = svc.next_loader_id()
         self.rank = ctx.rank
@@ -79,11 +86,12 @@ class _RemoteEpoch:
     def __init__(self, rl: RemoteLoader, epoch: int, start: int, steps: int):
         self.rl, self.epoch, self.start, self.steps = rl, epoch, start, steps
         self.next_step = start
+        self.order = None                   # the epoch's seed order, made when a batch is made here
         S = len(rl.samplers)
         self.active = []
         for j, s in enumerate(rl.samplers):
             mine = list(range(start + j, steps, S))
-            if mine:
+            if mine and s not in rl.gone:
                 rl.channel.request(s, ("epoch", rl.lid, rl.rank, epoch, mine, rl.depth))
                 self.active.append(s)
 
@@ -92,25 +100,42 @@ class _RemoteEpoch:
         if self.next_step >= self.steps:
             raise StopIteration
         src = rl.samplers[(self.next_step - self.start) % len(rl.samplers)]
-        header, arrays = rl.channel.recv_frame(src, rl.lid)
+        got = rl.channel.recv_frame(src, rl.lid) if src not in rl.gone else None
+        if got is None:                     # its sampler is gone: the same batch, made here
+            return self._make_here(src)
+        header, arrays = got
         if header.get("kind") != "batch" or header["step"] != self.next_step or header["epoch"] != self.epoch:
             raise RuntimeError(f"hpcgnn loader: trainer {rl.rank} expected batch {self.next_step} of epoch "
                                f"{self.epoch} from sampler {src}, got {header}")
         self.next_step += 1
         # a credit only where that sampler still has steps of this epoch to send
-        if self.next_step - 1 + len(rl.samplers) < self.steps:
+        if self.next_step - 1 + len(rl.samplers) < self.steps and peers.state(src) != "gone":
             rl.channel.request(src, ("credit", rl.lid, rl.rank))
         return from_frame(header["batch"], arrays)
+
+    def _make_here(self, src: int) -> MiniBatch:
+        """Batch ``next_step`` made by this trainer (a batch is a function of the
+        settings alone: the one the sampler would have sent), ``src`` being gone."""
+        rl = self.rl
+        if src not in rl.gone:
+            rl.gone.add(src)
+            log.warning(f"hpcgnn: {peers.describe(src)}; {peers.me()} makes that sampler's batches itself")
+        if self.order is None:
+            self.order = rl.task.plan.order(self.epoch)
+        b = rl.task.make(rl.g, self.epoch, self.next_step, self.order)
+        self.next_step += 1
+        return b
 
     def close(self) -> None:
         rl = self.rl
         if self.next_step >= self.steps:
             return
-        for s in self.active:
+        live = [s for s in self.active if s not in rl.gone and peers.state(s) != "gone"]
+        for s in live:
             rl.channel.request(s, ("stop", rl.lid, rl.rank))
-        for s in self.active:
+        for s in live:
             while True:
-                header, _ = rl.channel.recv_frame(s, rl.lid)
-                if header.get("kind") == "end":
+                got = rl.channel.recv_frame(s, rl.lid)
+                if got is None or got[0].get("kind") == "end":
                     break
         self.next_step = self.steps
