@@ -136,6 +136,16 @@ def reduce_int(comm, value: int, op) -> int:
     ``HPCGNN_TIMEOUT`` (:mod:`.watchdog`; a buffer ``Allreduce`` lets that watch run
     meanwhile, a pickled ``allreduce`` holds the interpreter)."""
     buf = np.array([value], dtype=np.int64)
-    with watchdog.waiting("the other ranks to reach the same collective step"):
+    with watchdog.waiting("the other ranks to reach the same collective step", among=members(comm)):
         comm.Allreduce(MPI.IN_PLACE, buf, op=op)
     return int(buf[0])
+
+
+def members(comm) -> tuple:
+    """Local: the world ranks of ``comm``."""
+    group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        return tuple(int(r) for r in MPI.Group.Translate_ranks(group, list(range(comm.Get_size())), world))
+    finally:
+        group.Free()
+        world.Free()

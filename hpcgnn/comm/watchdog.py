@@ -27,8 +27,8 @@ from . import peers
 DEFAULT_TIMEOUT_S = 600.0
 
 _lock = threading.Lock()
-_waits: dict[int, tuple[float, str, tuple]] = {}
-_phases: dict[int, tuple[float, str]] = {}
+#: key -> (start, "wait" or "phase", what, ranks waited for, members of a collective or None)
+_waits: dict[int, tuple] = {}
 _thread: threading.Thread | None = None
 _keys = itertools.count()
 
@@ -53,10 +53,11 @@ def timeout_s() -> float:
     return seconds_from_env("HPCGNN_TIMEOUT", DEFAULT_TIMEOUT_S)
 
 
-def waiting(what: str, ranks=()):
+def waiting(what: str, ranks=(), among=None):
     """Run the body as a wait for ``what`` from world ``ranks`` (empty: unknown,
-    e.g. a collective): the job ends if it lasts past ``HPCGNN_TIMEOUT``."""
-    return _registered(_waits, (what, tuple(ranks)))
+    e.g. a collective, whose members are ``among`` when known): the job ends if it
+    lasts past ``HPCGNN_TIMEOUT``, or at once when a rank waited for is gone."""
+    return _registered(_waits, ("wait", what, tuple(ranks), None if among is None else tuple(among)))
 
 
 def watching(what: str):
@@ -64,7 +65,7 @@ def watching(what: str):
     which no rank may leave: a rank of this host whose process is gone ends the job
     with one line naming it and ``what`` this rank was doing (the launcher's own line
     names no role).  No time limit (a phase may take hours)."""
-    return _registered(_phases, (what,))
+    return _registered(_waits, ("phase", what, (), None))
 
 
 @contextmanager
@@ -102,15 +103,19 @@ def _watch() -> None:
         now = time.monotonic()
         with _lock:
             waits = list(_waits.values())
-            waits += [(t - COLLECTIVE_GRACE_S, what, (), True) for t, what in _phases.values()]   # no grace
-        late = [w for w in waits if len(w) == 3 and now - w[0] > limit]
+        late = [w for w in waits if w[1] == "wait" and now - w[0] > limit]
         if late:
-            _end_job(limit, *min(late))
-        for w in waits:
-            # a collective (no ranks named) is given a grace: ranks leave at a job's end
-            gone = gone_among(w[2]) if w[2] or now - w[0] > COLLECTIVE_GRACE_S else None
+            t, _, what, ranks, _ = min(late)
+            _end_job(limit, t, what, ranks)
+        for t, kind, what, ranks, among in waits:
+            if ranks:                         # named ranks: one gone never answers
+                gone = gone_among(ranks)
+            elif kind == "phase" or now - t > COLLECTIVE_GRACE_S:   # a collective: ranks leave at a job's end
+                gone = gone_among(among or ())
+            else:
+                gone = None
             if gone is not None:
-                _end_job(limit, *w[:3], line=gone_line(gone, w[1], phase=len(w) == 4))
+                _end_job(limit, t, what, ranks, line=gone_line(gone, what, phase=kind == "phase"))
 
 
 def gone_among(ranks: tuple) -> int | None:
