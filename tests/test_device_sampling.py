@@ -218,3 +218,13 @@ def test_sage_off_the_cpu_aggregates_the_batchs_blocks(graph, monkeypatch):
     monkeypatch.setattr(kernels, "mean_adjacency", None)         # must not be called
     monkeypatch.setattr("hpcgnn.train.model.mean_adjacency", None)
     assert torch.allclose(model(b.x, b.adjs), fused, atol=1e-5)
+
+
+def test_a_sampler_sent_to_sampler_ranks_samples_on_their_host():
+    """Batches from sampler ranks cross MPI in host memory: the pickled copy of a
+    device sampler (what a loader sends them) samples on the host."""
+    import pickle
+
+    s = NeighborSampler([3, 2], seed=1, device="cpu")
+    t = pickle.loads(pickle.dumps(s))
+    assert s.device == torch.device("cpu") and t.device is None and t.fanouts == s.fanouts

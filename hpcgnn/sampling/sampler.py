@@ -32,7 +32,7 @@ class NeighborSampler:
     host's CSR, the others through RMA; the batch's tensors are on that device.  On a
     graph with one node and edge type, uniform (``prob=None``); others sample on the
     host.  The device's draws differ from the host kernel's for the same seed (the
-    same distribution).
+    same distribution).  A copy sent to sampler ranks (pickled) samples on their host.
     """
 
     def __init__(self, fanouts, edge_dir: str = "in", replace: bool = False, prob: str | None = None,
@@ -60,7 +60,8 @@ class NeighborSampler:
     def __getstate__(self):              # picklable (sent to sampler ranks): no thread-local tables
         state = self.__dict__.copy()
         del state["_local"]
-        state["_csr"] = {}
+        # a sampler rank that receives it samples on its host: batches cross MPI in host memory
+        state["_csr"], state["device"] = {}, None
         return state
 
     def __setstate__(self, state):
