@@ -60,6 +60,21 @@ def test_peer_states_on_this_host(monkeypatch):
             child.wait()
 
 
+def test_a_process_stopped_and_woken_knows_it_was_stopped(monkeypatch):
+    """A rank frozen while the others ended the job says so when woken, instead of
+    calling the rank that caught it gone."""
+    from hpcgnn.comm import watchdog
+
+    monkeypatch.setattr(watchdog, "_stopped_for", 0.0)     # put back for the tests after this one
+    me = os.getpid()
+    with watchdog.waiting("nothing"):
+        assert watchdog.stopped_for() == 0.0 and watchdog.stopped_line() is None
+        subprocess.run(["bash", "-c", f"(kill -STOP {me}; sleep {watchdog.STOPPED_S + 1}; kill -CONT {me}) &"])
+        time.sleep(1.0)                           # stopped in here, then woken
+    assert watchdog.stopped_for() > watchdog.STOPPED_S
+    assert "was stopped for" in watchdog.stopped_line() and "the job ended meanwhile" in watchdog.stopped_line()
+
+
 def test_lost_peer_errors_are_recognised():
     assert failure.lost_peer(RuntimeError("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]"))
     assert failure.lost_peer(RuntimeError("Timed out waiting 20000ms for recv operation to complete"))
@@ -130,6 +145,42 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
                              + ["--resume"], env=clean_mpi_env(), capture_output=True, text=True, timeout=200)
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
         assert "resumed from" in res.stdout and saved[0].name in res.stdout and '"kind": "final"' in res.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed-trainer", "frozen-trainer"])
+def test_a_trainer_killed_or_frozen_leaves_the_step_the_others_hold(parts, tmp_path, sig):
+    """A trainer gone mid-training: the survivor's first line names it, and it writes
+    the step it holds alone (no collective can include the dead trainer); --resume
+    continues from it.  A frozen trainer, woken as the job ends, says it was stopped
+    instead of calling the trainer that caught it gone.  (Per-rank output files:
+    Open MPI may end the job before the merged output carried every line.)"""
+    from conftest import clean_mpi_env
+
+    ranks_out, run = tmp_path / "out", tmp_path / "run"
+    cmd = ["mpirun", "--oversubscribe", "--output-filename", str(ranks_out), "-n", "4", sys.executable, "-m",
+           "hpcgnn", "train", "--part-config", parts, "--layout", "servers=1,samplers=0,trainers=1",
+           "--ranks-per-node", "2", "--epochs", "100000", "--run-dir", str(run), "--progress", "off",
+           "--eval-every", "0", "--timeout", "10"]
+    job, out = _kill_after_an_epoch(cmd, str(run), 3, sig)        # the trainer of node 1
+    assert job.returncode != 0 and '"kind": "final"' not in out
+    err = next(ranks_out.rglob("rank.1/stderr")).read_text()
+    lines = [ln for ln in err.splitlines() if ln.startswith("hpcgnn: rank")]
+    state = "whose process is gone" if sig == signal.SIGKILL else "whose process is stopped"
+    assert lines and lines[0].startswith("hpcgnn: rank 3 (trainer, node 1, host ") and state in lines[0], err
+    said = next((ln for ln in lines if "wrote the checkpoint of step" in ln), err)
+    assert said.startswith("hpcgnn: rank 1 (trainer, node 0, host ") and "--resume continues from it" in said
+    saved = sorted((run / "checkpoints").glob("step-*.h5"))
+    assert len(saved) == 1 and f"checkpoint of step {int(saved[0].stem.split('-')[1])} alone" in said
+    if sig == signal.SIGSTOP:          # woken by the launcher: no line blames rank 1, which caught it
+        woke = next(ranks_out.rglob("rank.3/stderr")).read_text()
+        assert "rank 1 (trainer, node 0" not in woke and "whose process is gone" not in woke, woke
+        return
+    res = subprocess.run(cmd[:2] + cmd[4:cmd.index("--epochs") + 1] + ["2"] + cmd[cmd.index("--epochs") + 2:]
+                         + ["--resume"], env=clean_mpi_env(), capture_output=True, text=True, timeout=200)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert f"{saved[0].name} was written by rank 1 (trainer, node 0, host " in res.stderr + res.stdout
+    assert "resumed from" in res.stdout and '"kind": "final"' in res.stdout
 
 
 def _kill_after_an_epoch(cmd, tag: str, victim: int, sig, wait_s: float = 0.0):

@@ -17,7 +17,7 @@ import time
 import traceback
 
 from ..errors import HpcgnnError, PeerFailed
-from . import peers, watchdog
+from . import lastwords, peers, watchdog
 from .progress import IdleBackoff
 
 
@@ -88,7 +88,11 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
     # The process's real stderr: torch.distributed's excepthook calls this one with
     # sys.stderr swapped for a buffer it prints only after we return (we never do).
     secondary = named = False
-    if isinstance(exc, PeerFailed):         # the failed rank is named in the message: it goes first
+    woke = watchdog.stopped_line()
+    if woke and (isinstance(exc, PeerFailed) or lost_peer(exc)):   # its peers left because it was stopped
+        line, secondary, named = woke, True, True
+        lastwords.cancel()
+    elif isinstance(exc, PeerFailed):       # the failed rank is named in the message: it goes first
         line, secondary, named = f"hpcgnn: {exc}", True, True
     elif lost_peer(exc):
         secondary = True
@@ -107,6 +111,7 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
             err.flush()
         except Exception:
             pass
+    lastwords.say()         # a trainer writes the step it holds (when armed)
     mod, rank, size = _rank_size()
     if mod is not None and size > 1:
         # give the launcher's output forwarding a moment to carry the lines above

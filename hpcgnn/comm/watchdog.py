@@ -9,6 +9,9 @@ rank waited for, its state where it is on this host (stopped, gone), and what
 was waited for; a wait on a rank of this host whose process is gone ends it at
 once (within :data:`TICK_S`), naming that rank, before the launcher tears the job
 down with a line of its own that names no role (so do :func:`watching` phases).
+A collective ends once a member has been gone :data:`COLLECTIVE_GRACE_S`, at once
+while last words are armed (a trainer's steps).  Before the process ends, its
+last words (:mod:`.lastwords`) run.
 MPI calls release the GIL, so the thread runs while the waiting thread is blocked
 inside MPI.
 """
@@ -22,7 +25,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from . import peers
+from . import lastwords, peers
 
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -84,7 +87,8 @@ def _registered(table: dict, entry: tuple):
 
 
 def _start() -> None:
-    global _thread
+    global _thread, _last_look
+    _last_look = time.monotonic()
     _thread = threading.Thread(target=_watch, name="hpcgnn-watchdog", daemon=True)
     _thread.start()
 
@@ -96,11 +100,30 @@ TICK_S = 0.2
 COLLECTIVE_GRACE_S = 2.0
 
 
+#: a gap this long between two looks means this process itself was stopped
+STOPPED_S = 5.0
+_last_look: float | None = None     # when the thread last looked
+_stopped_for = 0.0                  # the longest such gap seen
+
+
+def stopped_for() -> float:
+    """Seconds this process was stopped (SIGSTOP, a debugger, a node stuck), as
+    seen by the watchdog thread's looks: 0.0 when it never was.  A rank woken
+    after the job ended without it finds its peers gone: it says this instead
+    of blaming them."""
+    gap = time.monotonic() - _last_look if _last_look is not None else 0.0
+    return max(_stopped_for, gap if gap > STOPPED_S else 0.0)
+
+
 def _watch() -> None:
+    global _last_look, _stopped_for
     limit = timeout_s()
     while True:
         time.sleep(min(TICK_S, limit / 20))
         now = time.monotonic()
+        if _last_look is not None and now - _last_look > STOPPED_S:
+            _stopped_for = max(_stopped_for, now - _last_look)
+        _last_look = now
         with _lock:
             waits = list(_waits.values())
         late = [w for w in waits if w[1] == "wait" and now - w[0] > limit]
@@ -110,7 +133,8 @@ def _watch() -> None:
         for t, kind, what, ranks, among in waits:
             if ranks:                         # named ranks: one gone never answers
                 gone = gone_among(ranks)
-            elif kind == "phase" or now - t > COLLECTIVE_GRACE_S:   # a collective: ranks leave at a job's end
+            elif kind == "phase" or lastwords.is_armed() or now - t > COLLECTIVE_GRACE_S:
+                # a collective: ranks leave at a job's end, but never while a trainer's steps run
                 gone = gone_among(among or ())
             else:
                 gone = None
@@ -147,13 +171,27 @@ def expired_line(limit: float, what: str, ranks: tuple) -> str:
             f"so the one that did not answer is on another host{tail}")
 
 
+def stopped_line() -> str | None:
+    """The line of a rank that was stopped and woke into a job that ended (None
+    when it was not): its peers are gone because of it, not the other way round."""
+    gap = stopped_for()
+    if not gap:
+        return None
+    return (f"hpcgnn: {peers.me()} was stopped for {gap:.0f} s (SIGSTOP, a debugger, a node stuck); the job ended "
+            "meanwhile (the line naming it came from the ranks that waited for it)")
+
+
 def _end_job(limit: float, started: float, what: str, ranks: tuple, line: str | None = None) -> None:
-    line = line or expired_line(limit, what, ranks)
+    woke = stopped_line()
+    if woke:
+        lastwords.cancel()        # the others saved the step; this rank's is no newer
+    line = woke or line or expired_line(limit, what, ranks)
     try:
         err = sys.__stderr__ or sys.stderr
         err.write(line + "\n")
         err.flush()
     except Exception:  # noqa: BLE001 - the exit below is what matters
         pass
+    lastwords.say()               # a trainer writes the step it holds
     time.sleep(0.5)               # let the launcher forward the line before the job is torn down
     os._exit(1)                   # the launcher then ends every other rank

@@ -12,6 +12,11 @@
   (a ``DistEmbedding`` and its sparse optimizer's state), each trainer writing one
   contiguous slice with a collective write.
 
+A *solo* checkpoint (:func:`save_solo`) is the one a trainer writes alone when a
+peer's death ends the job: attribute ``solo_of`` (the number of trainers of the
+run) and one ``trainers/0``, this trainer's own state, which a resume gives to
+every trainer.
+
 A save goes to ``step-<N>.h5.tmp`` and is renamed once every trainer has closed
 it, so a crash mid-write leaves the previous checkpoint as the newest complete one
 (files ending in ``.tmp`` are never read).  Saving and loading are collective over
@@ -209,6 +214,34 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
+def save_solo(run_dir: str, step: int, meta: dict, replicated, own, trainers: int) -> str:
+    """Independent (no MPI: a peer is dead): write checkpoint ``step`` from this
+    process alone, ``own`` standing for every trainer's state.  Another trainer
+    may write the same step at once (one per host): each writes its own temporary
+    file and the rename is atomic.  Returns the path."""
+    folder = os.path.join(run_dir, "checkpoints")
+    final = os.path.join(folder, f"step-{step}.h5")
+    tmp = os.path.join(folder, f"step-{step}.solo{os.getpid()}.h5.tmp")
+    os.makedirs(folder, exist_ok=True)
+    rep, mine = _bytes(replicated), _bytes(own)
+    try:
+        with open_h5(tmp, "w", None) as f:
+            f.attrs["format"], f.attrs["version"], f.attrs["step"] = FORMAT, VERSION, int(step)
+            f.attrs["solo_of"] = int(trainers)
+            for k, v in meta.items():
+                f.attrs["meta:" + k] = v
+            for name, arr in (("replicated", rep), ("trainers/0", mine)):
+                f.create_dataset(name, data=arr).attrs["checksum"] = _hex(arr)
+        _fsync(tmp)
+        os.replace(tmp, final)
+        _fsync(folder)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return final
+
+
 def complete(run_dir: str) -> list[str]:
     """Complete checkpoints of ``run_dir``, oldest first."""
     paths = glob.glob(os.path.join(run_dir, "checkpoints", "step-*.h5"))
@@ -218,7 +251,8 @@ def complete(run_dir: str) -> list[str]:
 def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
     """Collective over the trainers: ``(step, replicated, own)`` of checkpoint
     ``path``, after checking its format and that every ``meta`` entry matches
-    (InputError naming the file and the field otherwise); fills ``tensors``."""
+    (InputError naming the file and the field otherwise); fills ``tensors``.  A
+    solo checkpoint gives every trainer the one own state it holds."""
     tensors = tensors or {}
     rank, size = tcomm.Get_rank(), tcomm.Get_size()
     parts = {}
@@ -245,15 +279,21 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
                         raise InputError(f"{path}: checkpoint field {k!r} is {shown!r}, this run has {v!r} "
                                          "(a checkpoint of another model, settings or graph: resume with the "
                                          "settings that wrote it, or start in a new run_dir)")
-                if f"trainers/{rank}" not in f or len(f["trainers"]) != size:
-                    raise InputError(f"{path}: written by {len(f['trainers'])} trainers, this run has {size}")
+                solo = f.attrs.get("solo_of")
+                written = int(solo) if solo is not None else len(f["trainers"])
+                mine = "trainers/0" if solo is not None else f"trainers/{rank}"
+                if mine not in f or written != size:
+                    raise InputError(f"{path}: written by {written} trainers, this run has {size}")
+                if solo is not None and tensors:
+                    raise InputError(f"{path}: written by one trainer alone, without the distributed tables "
+                                     f"({', '.join(sorted(tensors))}) this run has")
                 for name, t in tensors.items():
                     if f"tensors/{name}" not in f or f[f"tensors/{name}"].shape != tuple(t.shape):
                         raise InputError(f"{path}: no tensor {name!r} of shape {tuple(t.shape)}")
                 try:
                     step = int(f.attrs["step"])
                     replicated = _obj(_verified(f, "replicated", path))
-                    own = _obj(_verified(f, f"trainers/{rank}", path))
+                    own = _obj(_verified(f, mine, path))
                     for name, t in sorted(tensors.items()):
                         lo, hi = _slice(t.shape[0], rank, size)
                         rows = f[f"tensors/{name}"][lo:hi]

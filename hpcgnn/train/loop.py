@@ -12,14 +12,16 @@ import math
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
 
 from .. import logs
-from ..comm import peers, signals
-from ..comm.agree import agreed, reduce_int
+from ..comm import lastwords, peers, signals, watchdog
+from ..comm.agree import agreed, members, reduce_int
+from ..comm.failure import lost_peer
 from ..comm.mpi import LOCK, MPI
 from ..errors import InputError, PeerFailed
 from . import checkpoint
@@ -36,6 +38,7 @@ class Checkpoints:
         self.tc, self.run_dir, self.meta = tc, run_dir, meta
         self.model, self.opt, self.loader, self.tensors = model, opt, loader, tensors
         self.epoch_totals = None     # restored by resume(), taken by the first run_steps
+        self.held = None             # (step, own state) at the last step boundary (hold())
 
     def save(self, step: int, epoch_totals: dict | None = None) -> None:
         """Collective over the trainers.  ``epoch_totals``: the current epoch's
@@ -44,6 +47,50 @@ class Checkpoints:
                         {"model": self.model.state_dict(), "optimizer": self.opt.state_dict()},
                         {"rng": rng_state(), "loader": self.loader.state_dict(),
                          "epoch_totals": epoch_totals}, tensors=self.tensors)
+
+    def hold(self, step: int, epoch_totals: dict | None, epoch_steps: int = 0) -> None:
+        """Local, at a step boundary: the step the model and optimizer now hold and
+        what a resume from it needs of this trainer (torch's RNG states, the loader's
+        position, the epoch's totals), for :meth:`last_words`; numpy's and Python's
+        RNG states are taken as the checkpoint is written (a step draws from torch's)."""
+        loader = self.loader.state_dict()
+        if epoch_steps and loader["step"] >= epoch_steps:      # the epoch ends here (epoch_steps)
+            loader = {**loader, "epoch": loader["epoch"] + 1, "step": 0}
+        self.held = (step, {"rng": rng_state(torch_only=True), "loader": loader, "epoch_totals": epoch_totals})
+
+    @contextmanager
+    def last_words(self, step: int):
+        """Run the body (the epochs) with this trainer's last words armed: when a
+        peer's death ends the job (:mod:`hpcgnn.comm.lastwords`), the lowest trainer
+        of each host that is still running writes the checkpoint of the step it
+        holds alone (:func:`checkpoint.save_solo`)."""
+        trainers = members(self.tc)
+        if self.held is None:
+            self.hold(step, self.epoch_totals)
+        with lastwords.armed(lambda: self._solo(trainers)):
+            try:
+                yield
+            except BaseException as exc:
+                if isinstance(exc, PeerFailed) or lost_peer(exc):   # before the hook names the dead rank
+                    lastwords.say(show=False)
+                raise
+
+    def _solo(self, trainers: tuple) -> str | None:
+        me = peers.my_rank()
+        if any(r < me and peers.state(r) == "running" for r in trainers) or watchdog.stopped_for():
+            return None                  # a lower trainer of this host runs: it writes (or, woken after being
+        #                                  stopped, this one's peers ended the job and saved what they held)
+        step, own = self.held
+        if self.tensors:
+            return (f"hpcgnn: {peers.me()}: no checkpoint of step {step}: its distributed tables "
+                    f"({', '.join(sorted(self.tensors))}) live on the servers; --resume continues from the last one "
+                    "written")
+        path = checkpoint.save_solo(self.run_dir, step, self.meta,
+                                    {"model": self.model.state_dict(), "optimizer": self.opt.state_dict()},
+                                    {**own, "rng": {**rng_state(), **own["rng"]}, "solo": peers.me()},
+                                    len(trainers))
+        return (f"hpcgnn: {peers.me()} wrote the checkpoint of step {step} alone ({path}): --resume continues "
+                "from it (a step in flight when the job ended is lost)")
 
     def _say(self, text: str) -> None:
         if self.tc.Get_rank() == 0:
@@ -104,6 +151,9 @@ class Checkpoints:
                 g["lr"] = lr
         set_rng_state(own["rng"])
         self.loader.load_state_dict(own["loader"])
+        if own.get("solo"):
+            say(f"{os.path.basename(found)} was written by {own['solo']} alone as the job ended: every trainer "
+                "continues from its state (its RNG states included)")
         if self.loader.position[1] > 0:      # resumed inside an epoch: its totals so far
             self.epoch_totals = own.get("epoch_totals")
         return step, self.loader.state_dict()["epoch"], found
@@ -168,8 +218,11 @@ def run_steps(loader, step_fn, tc, cfg, step: int, ckpt: Checkpoints, bar=None, 
         r.compute_s += time.perf_counter() - t0
         r.host_s += t1 - t0
         r.step += 1
+        ckpt.hold(r.step, {"loss_sum": r.loss_sum + value * count, "correct": r.correct + int(correct),
+                           "seen": r.seen + count, "compute_s": r.compute_s}, epoch_steps)
         signal, r.nonfinite, lost = step_flags(tc, math.isfinite(value), getattr(cfg, "watch", None), r.step)
         if r.nonfinite:                   # no checkpoint of what this step left; fit() raises
+            lastwords.cancel()
             if lost is not None:
                 raise PeerFailed(f"{lost} ({peers.me()} ends the job; no checkpoint: a loss was not finite)")
             r.last_loss, r.stopped = value, True
@@ -211,6 +264,7 @@ def last_checkpoint(ckpt: Checkpoints, r: EpochSteps) -> str:
     their RNG states and loader positions: nothing a server serves) and say so;
     distributed tables (embeddings) live on the servers, so a run with them writes
     none and says that."""
+    lastwords.cancel()                  # the trainers save together
     if ckpt.tensors:
         return (f"no checkpoint of step {r.step}: its distributed tables ({', '.join(sorted(ckpt.tensors))}) live "
                 f"on the servers; --resume continues from the last one written")

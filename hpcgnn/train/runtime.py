@@ -155,26 +155,27 @@ class Trainer:
                  f"layout '{self.ctx.layout}', loader mode {loader.mode}, {len(loader)} steps/epoch"
                  + (f", resumed from {resumed} at step {step}" if resumed else ""))
         res = FitResult(step=step, resumed_from=resumed)
-        for epoch in range(start_epoch, epochs):
-            t_epoch = time.perf_counter()
-            self.timer.seconds = 0.0
-            r = run_steps(loader, step_fn, self.tc, self.settings, res.step, ckpt,
-                          bar=progress_bar(self.settings, self.rank == 0, len(loader), epoch), device=self.device)
-            res.step, res.stopped = r.step, r.stopped
-            if r.nonfinite:
-                self._stop_on_nonfinite_loss(r, epoch)
-            if res.stopped and not r.epoch_complete:
-                break
-            row = self._epoch_row(epoch, loader.stats, r, time.perf_counter() - t_epoch)
-            row.update(dict.fromkeys(eval_keys))
-            if evaluate is not None and eval_every > 0 and (epoch + 1) % eval_every == 0:
-                row.update(evaluate(epoch))
-            if self.rank == 0:
-                print(json.dumps({"kind": "epoch", **row}), flush=True)
-            self.log.epoch(row)
-            res.epochs.append(row)
-            if res.stopped:             # stopped on the epoch's last step: closed, now stop
-                break
+        with ckpt.last_words(step):        # a peer's death: the step held is saved
+            for epoch in range(start_epoch, epochs):
+                t_epoch = time.perf_counter()
+                self.timer.seconds = 0.0
+                r = run_steps(loader, step_fn, self.tc, self.settings, res.step, ckpt,
+                              bar=progress_bar(self.settings, self.rank == 0, len(loader), epoch), device=self.device)
+                res.step, res.stopped = r.step, r.stopped
+                if r.nonfinite:
+                    self._stop_on_nonfinite_loss(r, epoch)
+                if res.stopped and not r.epoch_complete:
+                    break
+                row = self._epoch_row(epoch, loader.stats, r, time.perf_counter() - t_epoch)
+                row.update(dict.fromkeys(eval_keys))
+                if evaluate is not None and eval_every > 0 and (epoch + 1) % eval_every == 0:
+                    row.update(evaluate(epoch))
+                if self.rank == 0:
+                    print(json.dumps({"kind": "epoch", **row}), flush=True)
+                self.log.epoch(row)
+                res.epochs.append(row)
+                if res.stopped:             # stopped on the epoch's last step: closed, now stop
+                    break
         if res.stopped:
             self.log.flush()
             if self.rank == 0:
