@@ -11,6 +11,7 @@ reason elsewhere.  Run alone: ``python -m pytest tests/test_multihost.py``.
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -383,3 +384,56 @@ def test_host_unreachable_mid_epoch_the_launcher_ends_the_job(bed, graph):
                      f"unreachable; lines after the fault: {after[:6]}")
     assert rc != 0
     assert "lost communication with a remote daemon" in text and f"on node {bed[1].addr}" in text, text
+
+
+@pytest.mark.timeout(400, method="signal")
+def test_a_server_frozen_on_another_host_is_caught_and_the_step_saved(bed, graph):
+    """Host 1's server frozen (SIGSTOP) during an epoch: host 0's trainer reads its rows
+    over the network, host 1's trainer through shared memory.  The job ends naming the
+    server (by the trainer of its host after HPCGNN_TIMEOUT stopped, or by a read that
+    waited that long: both count from the freeze), and a trainer writes the step it
+    holds, which --resume continues from (issue 39)."""
+    cfg, _ = graph
+    run = f"{bed.shared}/frozen-server"
+    argv = [PY, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir", run, "--layout", CO_LOCATED,
+            *COMMON[2:], "--epochs", "100000", "--eval-every", "0"]
+    job = _Job(bed, argv, per_host=2, hosts=[0, 1], env={"HPCGNN_TIMEOUT": "20"})
+    try:
+        assert job.wait_for(r'^\{"kind": "epoch", "epoch": 0', 150), job.text()[-4000:]
+        server = _rank_pid(run, 2)                    # ranks 0, 1 on host 0; rank 2 is host 1's server
+        os.kill(server, signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            job.p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pass
+        ended = time.monotonic() - frozen if job.p.poll() is not None else None
+    finally:
+        try:
+            os.kill(server, signal.SIGCONT)
+        except (OSError, UnboundLocalError):
+            pass
+        bed.stop(job.p)
+        for t in job._threads:
+            t.join(5)
+    named = [ln for ln in job.text("err").splitlines() if ln.startswith("hpcgnn: rank")]
+    print(f"frozen server: the job ended {ended} s after the freeze (HPCGNN_TIMEOUT=20)\n" + "\n".join(named[:6]))
+    assert ended is not None and job.p.returncode != 0, job.text()[-4000:]
+    assert named and named[0].startswith(f"hpcgnn: rank 2 (server, node 1, host {bed[1].name})"), named
+    assert "20 s" in named[0], named
+    assert any("checkpoint of step" in ln and "--resume continues from it" in ln for ln in named), named
+    res = _train(bed, cfg, run, "--resume", "--epochs", "1")
+    assert res.returncode == 0 and "resumed from" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+def _rank_pid(run_dir: str, rank: int) -> int:
+    """The pid of world rank ``rank`` of the job whose command line holds ``run_dir``
+    (the bed's hosts share this host's process ids)."""
+    for pid in subprocess.run(["pgrep", "-f", run_dir], capture_output=True, text=True).stdout.split():
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"no rank {rank} of {run_dir} found")
