@@ -4,6 +4,8 @@ Importing hpcgnn initialises MPI (through mpi4py, at thread level ``serialized``
 and installs the failure hook: an uncaught exception on any rank prints one line
 naming the rank, its role and node, and aborts the whole job.
 """
+import importlib
+
 from . import logs  # noqa: F401  (the hpcgnn logger's default handler)
 from .comm import failure as _failure
 
@@ -13,9 +15,23 @@ from .comm.context import Context  # noqa: E402
 from .comm.context import current_context  # noqa: E402
 from .runtime import initialize  # noqa: E402
 from .comm.layout import Layout  # noqa: E402
-from .errors import HpcgnnError, InputError, LayoutError, PartitionError  # noqa: E402
+from .errors import DGLError, HpcgnnError, InputError, LayoutError, PartitionError  # noqa: E402
 
 __version__ = "0.1.0"
 
+#: DGL's keys of the global ids and types in a block's ``srcdata``/``dstdata``/``edata``
+NID = EID = "_ID"
+NTYPE = ETYPE = "_TYPE"
+
+#: DGL's sub-packages, reachable as ``dgl.distributed`` ... after ``import hpcgnn as dgl``;
+#: imported on first use, so ``import hpcgnn`` stays cheap
+_LAZY = ("distributed", "dataloading", "nn", "sampling", "graph", "train", "partition", "datasets")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'hpcgnn' has no attribute {name!r}")
+
 __all__ = ["initialize", "current_context", "Context", "Layout", "HpcgnnError", "InputError", "LayoutError",
-           "PartitionError", "__version__"]
+           "PartitionError", "DGLError", "NID", "EID", "NTYPE", "ETYPE", "__version__"]

@@ -26,3 +26,9 @@ class NonFiniteLoss(HpcgnnError):
 class PeerFailed(HpcgnnError):
     """Another rank's process is gone, or stopped longer than ``HPCGNN_TIMEOUT``
     (seen from its host): the message names that rank; the job ends."""
+
+
+class DGLError(InputError):
+    """Raised where DGL raises ``dgl.DGLError`` (a layer given a block it cannot
+    use, a bad argument), so a ported script's ``except dgl.DGLError`` still
+    catches it (``hpcgnn.DGLError``)."""

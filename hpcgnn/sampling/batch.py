@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple
+from functools import partial
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -37,11 +38,36 @@ class Block(NamedTuple):
     """One layer's bipartite graph (a DGL message-flow graph): messages go from
     ``src_nodes`` to ``dst_nodes`` (global ids; ``dst_nodes`` is a prefix of
     ``src_nodes``) along ``edge_index`` (``[2, E]``: row 0 indexes ``src_nodes``, row
-    1 ``dst_nodes``), ``e_id`` the edges' global ids."""
+    1 ``dst_nodes``), ``e_id`` the edges' global ids.  ``adj_of``: gives the layer's
+    CSR (:attr:`adj`, built once per batch by the compiled pass, on first use), which
+    :mod:`hpcgnn.nn`'s layers aggregate with."""
     src_nodes: torch.Tensor
     dst_nodes: torch.Tensor
     edge_index: torch.Tensor
     e_id: torch.Tensor
+    adj_of: Callable | None = None
+
+    is_block = True     # DGL's flag: dst_nodes are the first src_nodes
+
+    @property
+    def adj(self) -> LayerAdj | None:
+        """The layer's ``[num_dst, num_src]`` CSR with ``edge_index`` sorted by
+        destination (:class:`~hpcgnn.sampling.blocks.LayerAdj`), or None."""
+        return None if self.adj_of is None else self.adj_of()
+
+    def number_of_src_nodes(self, ntype=None) -> int:
+        return len(self.src_nodes)
+
+    def number_of_dst_nodes(self, ntype=None) -> int:
+        return len(self.dst_nodes)
+
+    def in_degrees(self) -> torch.Tensor:
+        """Edges into each destination (DGL's ``block.in_degrees()``)."""
+        return torch.bincount(self.edge_index[1], minlength=len(self.dst_nodes))
+
+    def out_degrees(self) -> torch.Tensor:
+        """Edges out of each source within this block."""
+        return torch.bincount(self.edge_index[0], minlength=len(self.src_nodes))
 
     @property
     def num_src_nodes(self) -> int:
@@ -69,7 +95,25 @@ class Block(NamedTuple):
 
     def to(self, device, non_blocking: bool = False) -> "Block":
         """The block with its tensors on ``device`` (DGL's ``block.to(device)``)."""
-        return Block(*(t.to(device, non_blocking=non_blocking) for t in self))
+        moved = [t.to(device, non_blocking=non_blocking) for t in self[:4]]
+        return Block(*moved, adj_of=None if self.adj_of is None else _Moved(self.adj_of, device))
+
+
+class _Moved:
+    """A block's CSR on another device, moved once, on first use."""
+
+    def __init__(self, adj_of: Callable, device) -> None:
+        self.adj_of, self.device, self.adj = adj_of, device, None
+
+    def __call__(self) -> LayerAdj:
+        if self.adj is None:
+            adj = self.adj_of()
+            self.adj = adj if adj[0].device == torch.device(self.device) else adj.to(self.device)
+        return self.adj
+
+
+def _layer_adj(batch: "MiniBatch", i: int) -> LayerAdj:
+    return batch.adjs[i]
 
 
 @dataclass
@@ -302,7 +346,8 @@ class MiniBatch:
         for i in range(L):
             hop = L - i                       # this layer uses hops 1..hop
             ns, nd, ne = ncum[hop + 1], ncum[hop], ecum[hop]
-            blocks.append(Block(self.n_id[:ns], self.n_id[:nd], self.edge_index[:, :ne], self.e_id[:ne]))
+            blocks.append(Block(self.n_id[:ns], self.n_id[:nd], self.edge_index[:, :ne], self.e_id[:ne],
+                                partial(_layer_adj, self, i)))
         return blocks
 
     def to_pyg(self):

@@ -1,0 +1,2 @@
+"""``dgl.nn.pytorch``'s name for :mod:`hpcgnn.nn` (``import hpcgnn.nn.pytorch as dglnn``)."""
+from . import GATConv, GATv2Conv, GINConv, GraphConv, SAGEConv, __all__  # noqa: F401
