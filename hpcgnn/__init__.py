@@ -16,12 +16,10 @@ from .comm.context import current_context  # noqa: E402
 from .runtime import initialize  # noqa: E402
 from .comm.layout import Layout  # noqa: E402
 from .errors import DGLError, HpcgnnError, InputError, LayoutError, PartitionError  # noqa: E402
+from .sampling.batch import EID, ETYPE, NID, NTYPE  # noqa: E402  (DGL's keys in a block's srcdata/edata)
 
 __version__ = "0.1.0"
 
-#: DGL's keys of the global ids and types in a block's ``srcdata``/``dstdata``/``edata``
-NID = EID = "_ID"
-NTYPE = ETYPE = "_TYPE"
 
 #: DGL's sub-packages, reachable as ``dgl.distributed`` ... after ``import hpcgnn as dgl``;
 #: imported on first use, so ``import hpcgnn`` stays cheap

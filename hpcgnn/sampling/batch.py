@@ -22,8 +22,10 @@ from .precision import HALF, float_features
 FEATURE_ROWS = ("copy", "refs")
 
 
-#: The key of the global ids in ``Block.srcdata`` / ``dstdata`` (DGL's ``dgl.NID``).
-NID = "_ID"
+#: The keys of the global ids and the types in ``Block.srcdata`` / ``dstdata`` /
+#: ``edata`` (DGL's ``dgl.NID``, ``dgl.EID``, ``dgl.NTYPE``, ``dgl.ETYPE``).
+NID = EID = "_ID"
+NTYPE = ETYPE = "_TYPE"
 
 
 class _Count(int):
@@ -46,6 +48,8 @@ class Block(NamedTuple):
     edge_index: torch.Tensor
     e_id: torch.Tensor
     adj_of: Callable | None = None
+    e_type: torch.Tensor | None = None     # [E] edge type ids (typed graphs)
+    n_type: torch.Tensor | None = None     # [num_src] node type ids (typed graphs)
 
     is_block = True     # DGL's flag: dst_nodes are the first src_nodes
 
@@ -85,18 +89,27 @@ class Block(NamedTuple):
 
     @property
     def srcdata(self) -> dict:
-        """``{NID: src_nodes}`` (DGL's ``block.srcdata[dgl.NID]``)."""
-        return {NID: self.src_nodes}
+        """``{NID: src_nodes}`` (DGL's ``block.srcdata[dgl.NID]``), and the node types
+        under ``NTYPE`` on a typed graph."""
+        return {NID: self.src_nodes, **({NTYPE: self.n_type} if self.n_type is not None else {})}
 
     @property
     def dstdata(self) -> dict:
-        """``{NID: dst_nodes}``."""
-        return {NID: self.dst_nodes}
+        """``{NID: dst_nodes}`` (and ``NTYPE``)."""
+        nd = len(self.dst_nodes)
+        return {NID: self.dst_nodes, **({NTYPE: self.n_type[:nd]} if self.n_type is not None else {})}
+
+    @property
+    def edata(self) -> dict:
+        """``{EID: e_id}``, and the edge types under ``ETYPE`` on a typed graph (DGL's
+        ``block.edata[dgl.ETYPE]``, what ``RelGraphConv`` takes)."""
+        return {EID: self.e_id, **({ETYPE: self.e_type} if self.e_type is not None else {})}
 
     def to(self, device, non_blocking: bool = False) -> "Block":
         """The block with its tensors on ``device`` (DGL's ``block.to(device)``)."""
-        moved = [t.to(device, non_blocking=non_blocking) for t in self[:4]]
-        return Block(*moved, adj_of=None if self.adj_of is None else _Moved(self.adj_of, device))
+        moved = [t if t is None or callable(t) else t.to(device, non_blocking=non_blocking) for t in self]
+        moved[4] = None if self.adj_of is None else _Moved(self.adj_of, device)
+        return Block(*moved)
 
 
 class _Moved:
@@ -347,7 +360,9 @@ class MiniBatch:
             hop = L - i                       # this layer uses hops 1..hop
             ns, nd, ne = ncum[hop + 1], ncum[hop], ecum[hop]
             blocks.append(Block(self.n_id[:ns], self.n_id[:nd], self.edge_index[:, :ne], self.e_id[:ne],
-                                partial(_layer_adj, self, i)))
+                                partial(_layer_adj, self, i),
+                                None if self.e_type is None else self.e_type[:ne],
+                                None if self.n_type is None else self.n_type[:ns]))
         return blocks
 
     def to_pyg(self):
