@@ -31,20 +31,32 @@ def worker(a):
     import torch as th
     import torch.nn.functional as F
     from torch import nn
-    from torch_geometric.nn import SAGEConv
 
     import hpcgnn.dataloading as dataloading
     import hpcgnn.distributed as dist
+    import hpcgnn.nn as dglnn
 
     class SAGE(nn.Module):
+        """The tutorial's model as written for DGL (``import hpcgnn.nn as dglnn``), or
+        with ``--layers pyg`` PyG's SAGEConv on each block's edges (the earlier port)."""
+
         def __init__(self, in_feats, n_hidden, n_classes):
             super().__init__()
-            self.layers = nn.ModuleList([SAGEConv(in_feats, n_hidden), SAGEConv(n_hidden, n_classes)])
+            if a.layers == "pyg":
+                from torch_geometric.nn import SAGEConv   # only for this variant
+
+                self.layers = nn.ModuleList([SAGEConv(in_feats, n_hidden), SAGEConv(n_hidden, n_classes)])
+            else:
+                self.layers = nn.ModuleList([dglnn.SAGEConv(in_feats, n_hidden, "mean"),
+                                             dglnn.SAGEConv(n_hidden, n_classes, "mean")])
             self.dropout = nn.Dropout(0.5)
 
         def forward(self, blocks, x):
             for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-                x = layer((x, x[:block.num_dst_nodes()]), block.edge_index)
+                if a.layers == "pyg":
+                    x = layer((x, x[:block.num_dst_nodes()]), block.edge_index)
+                else:
+                    x = layer(block, x)
                 if i == 0:
                     x = self.dropout(F.relu(x))
             return x
@@ -90,6 +102,8 @@ def main():
     ap.add_argument("--epoch-steps", type=int, default=15)
     ap.add_argument("--pairs", type=int, default=3, help="runs of both sides, alternating; the median pair counts")
     ap.add_argument("--dgl-venv", default=os.path.join(os.path.dirname(HERE), ".dglvenv"))
+    ap.add_argument("--layers", choices=("dgl", "pyg"), default="dgl",
+                    help="the model's layers: hpcgnn.nn's DGL SAGEConv (default), or PyG's on block.edge_index")
     ap.add_argument("--worker", action="store_true", help="run one side under mpirun (internal)")
     a = ap.parse_args()
     if a.worker:
@@ -105,7 +119,8 @@ def main():
     pairs = []
     for _ in range(a.pairs):
         res = subprocess.run(["mpirun", "-n", "4", sys.executable, __file__, "--worker", "--part-config",
-                              a.part_config, "--epochs", str(a.epochs), "--epoch-steps", str(a.epoch_steps)],
+                              a.part_config, "--epochs", str(a.epochs), "--epoch-steps", str(a.epoch_steps),
+                              "--layers", a.layers],
                              env=train_bench._env(), capture_output=True, text=True)
         if res.returncode != 0:
             sys.stderr.write(res.stdout[-3000:] + res.stderr[-3000:])

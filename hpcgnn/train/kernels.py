@@ -27,6 +27,7 @@ from torch_geometric.utils import spmm
 from .. import _ext
 from ..errors import InputError
 from ..graph.row_refs import RowRefs
+from ..nn.compiled import CsrMean as _CsrMean
 
 
 def _draw_seed() -> int:
@@ -254,26 +255,6 @@ def _csr(indptr, cols, rows: int, cols_n: int, dtype):
         warnings.simplefilter("ignore")     # "sparse CSR support is in beta"
         return torch.sparse_csr_tensor(indptr, cols, torch.ones(cols.numel(), dtype=dtype, device=cols.device),
                                        size=(rows, cols_n), check_invariants=False)
-
-
-class _CsrMean(torch.autograd.Function):
-    """Mean along a CSR adjacency; forward and backward in ``ext/src/aggregate.c``."""
-
-    @staticmethod
-    def forward(ctx, x, indptr, indices, nrows):
-        out = torch.empty(nrows, x.shape[1], dtype=torch.float32)
-        _ext.csr_mean(indptr.numpy(), indices.numpy(), x.numpy(), out.numpy(), torch.get_num_threads())
-        ctx.save_for_backward(indptr, indices)
-        ctx.num_src = x.shape[0]
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        indptr, indices = ctx.saved_tensors
-        grad_x = torch.empty(ctx.num_src, grad.shape[1], dtype=torch.float32)
-        _ext.csr_mean_backward(indptr.numpy(), indices.numpy(), grad.contiguous().numpy(), grad_x.numpy(),
-                               torch.get_num_threads())
-        return grad_x, None, None, None
 
 
 class _BiasReluDropoutMean(torch.autograd.Function):
