@@ -7,6 +7,10 @@ names (a DGL ``state_dict`` of it loads), and is called as ``layer(block, feat)`
 """
 from .gatconv import GATConv, GATv2Conv
 from .graphconv import GINConv, GraphConv
+from .heteroblock import HeteroBlock, to_hetero_blocks
+from .heteroconv import HeteroGraphConv
+from .relgraphconv import RelGraphConv, TypedLinear, WeightBasis
 from .sageconv import SAGEConv
 
-__all__ = ["SAGEConv", "GraphConv", "GINConv", "GATConv", "GATv2Conv"]
+__all__ = ["SAGEConv", "GraphConv", "GINConv", "GATConv", "GATv2Conv",
+           "RelGraphConv", "TypedLinear", "WeightBasis", "HeteroGraphConv", "HeteroBlock", "to_hetero_blocks"]
