@@ -21,9 +21,9 @@ from .sampling.batch import EID, ETYPE, NID, NTYPE  # noqa: E402  (DGL's keys in
 __version__ = "0.1.0"
 
 
-#: DGL's sub-packages, reachable as ``dgl.distributed`` ... after ``import hpcgnn as dgl``;
+#: DGL's sub-packages, reachable as ``dgl.distributed``, ``dgl.function`` ... after ``import hpcgnn as dgl``;
 #: imported on first use, so ``import hpcgnn`` stays cheap
-_LAZY = ("distributed", "dataloading", "nn", "sampling", "graph", "train", "partition", "datasets")
+_LAZY = ("distributed", "dataloading", "nn", "function", "sampling", "graph", "train", "partition", "datasets")
 
 
 def __getattr__(name: str):

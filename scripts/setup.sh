@@ -116,6 +116,8 @@ if ! have 'import torch'; then
 fi
 have 'import torch_geometric, pytest, pytest_mpi, pytest_timeout, scipy, tqdm, matplotlib, pyarrow' \
   || pipi torch_geometric scipy tqdm matplotlib pyarrow pytest pytest-mpi pytest-timeout
+# DGL's unsupervised example (examples/dgl/) calls LogisticRegression(multi_class=...), gone in 1.8
+have 'import sklearn' || pipi "scikit-learn<1.8"
 
 # ---------------------------------------------------------------------------
 # 3. hpcgnn itself (compiles ext/).  Rebuilt only when a source is newer than

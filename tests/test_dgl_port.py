@@ -1,18 +1,25 @@
 """DGL's names in ``hpcgnn.distributed`` / ``hpcgnn.dataloading``, with DGL's
 argument orders (single process: a standalone DistGraph)."""
+import copy
 import inspect
+import io
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
+import hpcgnn
 import hpcgnn.dataloading as dataloading
+import hpcgnn.function as fn
 import hpcgnn.distributed as dist
 import hpcgnn.graph
 import hpcgnn.sampling
 from hpcgnn.datasets import generate_graph
-from hpcgnn.errors import InputError
+from hpcgnn.errors import DGLError, InputError
+from hpcgnn.sampling.pair_graph import PairGraph
 
 pytest.importorskip("hpcgnn._ext")
 
@@ -157,6 +164,83 @@ def test_standalone_loop_in_dgl_spelling(parted):
         el = dist.DistEdgeDataLoader(g, eids, dataloading.NeighborSampler([2]), batch_size=32,
                                      negative_sampler=dataloading.negative_sampler.Uniform(1), exclude="self")
         b = next(iter(el))
-        assert b.edge_label_index.shape == (2, 64)
+        assert b.edge_label_index.shape == (2, 64)          # the PyG-shaped batch's fields stay reachable
+        # DGL's tuple: the pair graphs over the last block's destinations
+        input_nodes, pos, neg, blocks = b
+        assert torch.equal(input_nodes, b.n_id) and len(blocks) == 1
+        n = blocks[-1].num_dst_nodes()
+        assert pos.num_nodes() == neg.num_nodes() == n and pos.num_edges() == neg.num_edges() == 32
+        assert torch.equal(pos.ndata[hpcgnn.NID], blocks[-1].dstdata[hpcgnn.NID])
+        seeds = pos.edata[hpcgnn.EID]
+        assert sorted(seeds.tolist()) == sorted(set(seeds.tolist())) and set(seeds.tolist()) <= set(eids.tolist())
+        u, v = pos.edges()
+        src, dst = g.find_edges(seeds)                      # the seed edges, in local ids of the pair graph
+        assert torch.equal(pos.ndata[hpcgnn.NID][u], src) and torch.equal(pos.ndata[hpcgnn.NID][v], dst)
+        assert not np.isin(blocks[0].edata[hpcgnn.EID].numpy(), seeds.numpy()).any()     # exclude="self"
+        assert hpcgnn.EID not in neg.edata and torch.equal(neg.edges()[0], u)           # Uniform: same sources
+        no_neg = dist.DistEdgeDataLoader(g, eids, dataloading.NeighborSampler([2]), batch_size=32)
+        assert len(next(iter(no_neg))) == 3                 # (input_nodes, pair_graph, blocks), as DGL
+        # torch.save of a DistTensor stores its rows (DGL's examples save embeddings so)
+        buf = io.BytesIO()
+        torch.save(g.ndata["feat"], buf)
+        buf.seek(0)
+        assert torch.equal(torch.load(buf), g.ndata["feat"][0:g.num_nodes()])
+        assert copy.copy(g.ndata["feat"]).name == g.ndata["feat"].name          # another handle, no rows read
+        with pytest.raises(InputError, match="deep-copied"):
+            copy.deepcopy(g.ndata["feat"])
     finally:
         g.context.finalize()
+
+
+def _pair_graph():
+    # 4 nodes, edges 0->1, 2->1, 3->0, 1->3
+    return PairGraph(torch.tensor([0, 2, 3, 1]), torch.tensor([1, 1, 0, 3]), 4,
+                     {hpcgnn.NID: torch.tensor([10, 11, 12, 13])}, {hpcgnn.EID: torch.tensor([5, 6, 7, 8])})
+
+
+def test_pair_graph_apply_edges_with_dgl_builtins():
+    g = _pair_graph()
+    h = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    u, v = g.edges()
+    with g.local_scope():
+        g.ndata["h"] = h
+        g.apply_edges(fn.u_dot_v("h", "h", "score"))
+        assert torch.equal(g.edata["score"], (h[u] * h[v]).sum(1, keepdim=True))      # [E, 1], as DGL
+        g.apply_edges(fn.u_sub_v("h", "h", "d"))
+        assert torch.equal(g.edata["d"], h[u] - h[v])
+        g.edata["w"] = torch.tensor([1.0, 2.0, 3.0, 4.0])
+        g.apply_edges(fn.u_mul_e("h", "w", "m"))                # [E] edge column broadcast over features
+        assert torch.equal(g.edata["m"], h[u] * g.edata["w"][:, None])
+        g.ndata["k"] = torch.ones(4, 2, 3)                       # DGL broadcasts feature shapes (3) and (2, 3)
+        g.apply_edges(fn.u_add_v("h", "k", "s"))
+        assert g.edata["s"].shape == (4, 2, 3) and torch.equal(g.edata["s"][:, 1], h[u] + 1)
+        g.apply_edges(fn.copy_u("h", "c"), edges=torch.tensor([2]))      # some edges: zeros elsewhere
+        assert torch.equal(g.edata["c"][2], h[3]) and g.edata["c"][[0, 1, 3]].abs().sum() == 0
+        g.apply_edges(lambda edges: {"udf": edges.src["h"][:, 0] + edges.dst["h"][:, 0] + edges.data["w"]})
+        assert torch.equal(g.edata["udf"], h[u, 0] + h[v, 0] + g.edata["w"])
+        with pytest.raises(DGLError, match="4 rows"):
+            g.ndata["bad"] = torch.ones(3, 2)
+        with pytest.raises(DGLError, match="'nope'"):
+            g.apply_edges(fn.u_dot_v("nope", "h", "x"))
+        g.ndata["h2"] = torch.ones(4, 2)
+        with pytest.raises(DGLError, match="do not broadcast"):
+            g.apply_edges(fn.u_add_v("h", "h2", "x"))
+    assert sorted(g.ndata) == [hpcgnn.NID] and sorted(g.edata) == [hpcgnn.EID]   # local_scope dropped them
+    moved = g.to("cpu")
+    assert moved.num_edges() == 4 and torch.equal(moved.edata[hpcgnn.EID], g.edata[hpcgnn.EID])
+    assert g.in_degrees().tolist() == [1, 2, 0, 1] and g.out_degrees().tolist() == [1, 1, 1, 1]
+    assert hpcgnn.function is fn and "u_dot_v" in fn.__all__ and "e_div_v" in fn.__all__
+
+
+def test_initialize_alone_is_dgls_standalone_mode(parted):
+    """One process, no layout: DGL's standalone mode (the trainer holds the graph)."""
+    _, cfg, _, _ = parted
+    code = ("import hpcgnn.distributed as dist; ctx = dist.initialize('ip_config.txt', part_config=%r); "
+            "g = dist.DistGraph('g'); print(ctx.layout, g.rank(), g.num_nodes()); dist.exit_client()" % cfg)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "HPCGNN_LAYOUT"))}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    from hpcgnn.distributed.init import STANDALONE
+
+    assert res.stdout.split() == [STANDALONE, "0", "600"], res.stdout

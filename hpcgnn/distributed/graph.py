@@ -4,7 +4,8 @@ hpcgnn's :class:`hpcgnn.graph.DistGraph` takes ``(graph_name, part_config=None)`
 DGL's takes ``(graph_name, gpb=None, part_config=None)``.  hpcgnn's
 :func:`hpcgnn.sampling.sample_neighbors` takes ``(g, seeds, fanout, edge_dir,
 replace, prob)``; DGL's ``(g, nodes, fanout, edge_dir, prob, exclude_edges,
-replace)``.  The adapters here take DGL's order and call hpcgnn's.
+replace)``.  The adapters here take DGL's order and call hpcgnn's.  ``g._client``
+(DGL's private key-value client) offers its ``barrier()``, which DGL's examples call.
 """
 from __future__ import annotations
 
@@ -33,6 +34,23 @@ class DistGraph(_DistGraph):
         """Independent: this trainer's rank among the trainers (DGL's ``g.rank()``)."""
         tc = getattr(self.context, "trainer_comm", None)
         return tc.Get_rank() if tc is not None else 0
+
+    @property
+    def _client(self) -> "_Client":
+        """DGL's ``g._client`` (its key-value store client, private, on which DGL's
+        examples call ``barrier()``): here only ``barrier()``, the graph's."""
+        return _Client(self)
+
+
+class _Client:
+    """What of DGL's ``KVClient`` a script reaches through ``g._client``: ``barrier()``
+    (collective over the trainers, :meth:`DistGraph.barrier`)."""
+
+    def __init__(self, g: DistGraph):
+        self._g = g
+
+    def barrier(self) -> None:
+        self._g.barrier()
 
 
 def sample_neighbors(g, nodes, fanout, edge_dir: str = "in", prob=None, exclude_edges=None, replace: bool = False,

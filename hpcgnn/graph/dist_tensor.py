@@ -14,6 +14,8 @@ Lifetime (no collective ever runs from ``__del__``):
   stays registered under its name and is released by ``ctx.finalize()``.
 * Deleting the Python object never communicates; storage not freed explicitly is
   released by ``ctx.finalize()``.
+* Pickling (``torch.save(t, path)``) stores a copy of the rows, a plain tensor,
+  not a handle; ``copy.copy`` gives another handle, ``copy.deepcopy`` raises.
 
 Names: the registry lives on the context (``ctx.tensors``).  Creating a tensor
 with a name that is registered returns a handle on the same storage (``init_func``
@@ -158,6 +160,24 @@ class DistTensor:
 
     def __repr__(self) -> str:
         return f"DistTensor({self._name!r}, shape={self._shape}, dtype={self._dtype})"
+
+    def __reduce_ex__(self, protocol):
+        """Pickled (``torch.save(t, path)``, as DGL's examples save embeddings) as
+        its rows: every row read here, independent and one-sided, into a plain
+        tensor (NumPy array for a dtype torch lacks), which is what loading gives
+        back.  A handle means nothing outside this job's MPI windows."""
+        return self[0:len(self)].__reduce_ex__(protocol)
+
+    def __copy__(self) -> "DistTensor":
+        """``copy.copy``: another handle on the same rows (no rows are read)."""
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        return c
+
+    def __deepcopy__(self, memo):
+        raise InputError(f"DistTensor {self._name!r}: cannot be deep-copied (its rows live in MPI windows "
+                         "shared by the job); copy.copy gives another handle on them, "
+                         "t[0:len(t)] a local copy of the rows")
 
     @property
     def ctx(self):
