@@ -61,9 +61,8 @@ class SAGEConv(nn.Module):
         if edge_weight is not None and edge_weight.shape[0] != g.num_edges:
             raise DGLError(f"SAGEConv: edge_weight has {edge_weight.shape[0]} entries, the block {g.num_edges} edges")
         before = self._in_src_feats > self._out_feats       # project first when that shrinks the messages
-        if self._aggre_type == "mean":
-            h = ops.aggregate(g, self.fc_neigh(feat_src) if before else feat_src, "mean", edge_weight)
-            h_neigh = h if before else self.fc_neigh(h)
+        if self._aggre_type == "mean":       # unprojected rows: _self_plus applies fc_neigh
+            h_neigh = ops.aggregate(g, self.fc_neigh(feat_src) if before else feat_src, "mean", edge_weight)
         elif self._aggre_type == "gcn":
             if feat_src.shape[1:] != feat_dst.shape[1:]:
                 raise DGLError(f"SAGEConv('gcn'): source and destination features differ in width: "
@@ -75,18 +74,33 @@ class SAGEConv(nn.Module):
             h = total / (ops.in_degrees(g, feat_dst.dtype).unsqueeze(-1) + 1)
             h_neigh = h if before else self.fc_neigh(h)
         elif self._aggre_type == "pool":
-            h_neigh = self.fc_neigh(ops.aggregate(g, F.relu(self.fc_pool(feat_src)), "max", edge_weight))
+            h_neigh = ops.aggregate(g, F.relu(self.fc_pool(feat_src)), "max", edge_weight)
         else:
-            h_neigh = self.fc_neigh(self._lstm(g, feat_src, edge_weight))
+            h_neigh = self._lstm(g, feat_src, edge_weight)
         if self._aggre_type == "gcn":
             rst = h_neigh if self.bias is None else h_neigh + self.bias
         else:
-            rst = self.fc_self(feat_dst) + h_neigh
+            rst = self._self_plus(feat_dst, h_neigh, projected=before and self._aggre_type == "mean")
         if self.activation is not None:
             rst = self.activation(rst)
         if self.norm is not None:
             rst = self.norm(rst)
         return rst
+
+    def _self_plus(self, feat_dst: torch.Tensor, h_neigh: torch.Tensor, projected: bool) -> torch.Tensor:
+        """``fc_self(feat_dst) + h_neigh`` in one product: with ``h_neigh`` already
+        projected, added by the product itself; else both inputs side by side
+        against both weights (one weight-gradient product instead of two, and no
+        separate sum)."""
+        w, b = self.fc_self.weight, self.fc_self.bias
+        if feat_dst.dim() != 2 or h_neigh.dim() != 2:
+            return self.fc_self(feat_dst) + (h_neigh if projected else self.fc_neigh(h_neigh))
+        if projected:
+            out = torch.addmm(h_neigh, feat_dst, w.t())
+            return out if b is None else out + b
+        both = torch.cat([feat_dst, h_neigh], dim=1)
+        weight = torch.cat([w, self.fc_neigh.weight], dim=1)
+        return torch.mm(both, weight.t()) if b is None else torch.addmm(b, both, weight.t())
 
     def _lstm(self, g: ops.Graph, feat_src: torch.Tensor, edge_weight) -> torch.Tensor:
         """Each destination's in-edges' messages, in edge order, through the LSTM: its
