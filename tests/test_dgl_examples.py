@@ -1,8 +1,9 @@
 """DGL's own distributed examples, run unchanged but for their imports
 (examples/dgl/, see its README.md): each under ``mpirun -n 4`` on two virtual nodes
 of [server, trainer], on a small generated graph with DGL's field names
-(``features``, ``labels``), a few epochs through the script's own flags.  Each must
-finish and print an accuracy clearly above chance (8 balanced classes: 0.125)."""
+(``features``, ``labels``; the R-GCN one on a typed MAG-like graph), a few epochs
+through the script's own flags.  Each must finish and print an accuracy clearly above
+chance (8 balanced classes: 0.125)."""
 import os
 import re
 import sys
@@ -78,3 +79,38 @@ def test_node_classification_unsupervised(mpirun, dgl_graph, tmp_path):
     emb = torch.load(tmp_path / "emb.pt")
     assert isinstance(emb, torch.Tensor) and emb.shape == (4000, 16)
     assert bool(torch.isfinite(emb).all()) and emb[1:].abs().sum(1).gt(0).all()
+
+
+@pytest.fixture(scope="module")
+def dgl_mag_graph(tmp_path_factory):
+    """A 4000-node MAG-like graph (paper, author, institution, field; features and
+    labels on papers only) partitioned in two, ``label`` renamed to DGL's ``labels``."""
+    from hpcgnn.datasets import generate_hetero_graph
+
+    d = tmp_path_factory.mktemp("dglmag")
+    raw = str(d / "m.h5")
+    generate_hetero_graph(raw, None, 4000, 5, 32, NUM_CLASSES, seed=1, name="mag")
+    with h5py.File(raw, "r+") as f:
+        f.move("nodes/data/label", "nodes/data/labels")
+    return partition_graph(raw, str(d / "mparts"), 2)
+
+
+@pytest.mark.timeout(200)
+def test_rgcn_node_classification(mpirun, dgl_mag_graph, tmp_path):
+    """DGL's distributed R-GCN: heterogeneous batches, DistEmbedding of the featureless
+    types trained by DGL's SparseAdam (``--sparse-embedding --dgl-sparse``)."""
+    pytest.importorskip("tqdm")
+    argv = ["--wdir", str(tmp_path), sys.executable, os.path.join(EXAMPLES, "rgcn_node_classification.py"),
+            "--graph-name", "mag", "--dataset", "ogbn-mag", "--ip-config", "ip_config.txt", "--conf-path",
+            dgl_mag_graph, "--n-epochs", "4", "--fanout", "4,4", "--n-bases", "2", "--use-self-loop",
+            "--sparse-embedding", "--dgl-sparse"]
+    res = mpirun(4, argv, timeout=150, env=LAUNCH)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    out = res.stdout
+    assert "optimize DGL sparse embedding: dict_keys(['author', 'institution', 'field'])" in out, out
+    # both trainers train every epoch; trainer 0 evaluates on every node's predictions
+    epochs = re.findall(r"\[(\d)\]Epoch Time\(s\): [\d.]+, .*#train: (\d+), #input: (\d+)", out)
+    assert sorted(r for r, _, _ in epochs) == ["0"] * 4 + ["1"] * 4, out
+    acc = [(float(v), float(t)) for v, t in re.findall(r"Val Acc ([\d.]+), Test Acc ([\d.]+)", out)]
+    assert len(acc) == 4, out
+    assert min(acc[-1]) > 2 * CHANCE, acc

@@ -17,7 +17,7 @@ import hpcgnn.function as fn
 import hpcgnn.distributed as dist
 import hpcgnn.graph
 import hpcgnn.sampling
-from hpcgnn.datasets import generate_graph
+from hpcgnn.datasets import generate_graph, generate_hetero_graph
 from hpcgnn.errors import DGLError, InputError
 from hpcgnn.sampling.pair_graph import PairGraph
 
@@ -63,7 +63,7 @@ def test_names_exist_and_are_hpcgnns():
     for name in ("initialize", "exit_client", "DistGraph", "DistTensor", "DistEmbedding", "node_split",
                  "edge_split", "sample_neighbors", "DistNodeDataLoader", "DistEdgeDataLoader", "partition_graph",
                  "load_partition", "load_partition_book", "PartitionPolicy", "GraphPartitionBook",
-                 "SparseAdagrad", "SparseAdam"):
+                 "SparseAdagrad", "SparseAdam", "DistDataLoader"):
         assert hasattr(dist, name), name
     for name in ("NeighborSampler", "MultiLayerNeighborSampler", "MultiLayerFullNeighborSampler",
                  "DistNodeDataLoader", "DistEdgeDataLoader", "NodeDataLoader", "EdgeDataLoader"):
@@ -244,3 +244,68 @@ def test_initialize_alone_is_dgls_standalone_mode(parted):
     from hpcgnn.distributed.init import STANDALONE
 
     assert res.stdout.split() == [STANDALONE, "0", "600"], res.stdout
+
+
+def test_dist_data_loader_batches_a_dataset_through_collate_fn():
+    ids = torch.arange(10, 20)
+    loader = dist.DistDataLoader(ids, batch_size=4, shuffle=False, collate_fn=lambda b: torch.stack(b) * 2)
+    assert len(loader) == 3 and [b.tolist() for b in loader] == [[20, 22, 24, 26], [28, 30, 32, 34], [36, 38]]
+    loader = dist.DistDataLoader(list(range(10)), 3, shuffle=True, drop_last=True)
+    got = list(loader)
+    assert len(loader) == len(got) == 3 and all(len(b) == 3 for b in got) and len(set(sum(got, []))) == 9
+    with pytest.raises(InputError, match="batch_size"):
+        dist.DistDataLoader(ids, 0)
+
+
+@pytest.fixture(scope="module")
+def hetero_parted(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("dglhetero"))
+    raw = os.path.join(tmp, "h.h5")
+    generate_hetero_graph(raw, None, 800, 4, 8, 4, seed=3, name="mag", overwrite=True)
+    dist.partition_graph(raw, "mag", 2, os.path.join(tmp, "parts"), overwrite=True)
+    return os.path.join(tmp, "parts", "mag.json")
+
+
+def test_node_loader_on_a_typed_graph_yields_dgls_hetero_batches(hetero_parted):
+    """DGL's R-GCN loop: {ntype: ids} dicts, heterogeneous blocks, the last layer's
+    output of the seeds' type alone."""
+    from hpcgnn.distributed.dataloader import HeteroNodeBatch
+    from hpcgnn.nn import GraphConv, HeteroBlock, HeteroGraphConv
+
+    g = dist.DistGraph("mag", part_config=hetero_parted)
+    try:
+        book = g.get_partition_book()
+        train = dist.node_split(g.nodes["paper"].data["train_mask"], book, ntype="paper", force_even=True)
+        loader = dist.DistNodeDataLoader(g, {"paper": train}, dataloading.MultiLayerNeighborSampler([3, 3]),
+                                         batch_size=32, shuffle=True)
+        conv = HeteroGraphConv({rel: GraphConv(8, 8, norm="right", weight=False, bias=False) for rel in g.etypes})
+        seen = []
+        for b in loader:
+            assert isinstance(b, HeteroNodeBatch)
+            input_nodes, seeds, blocks = b
+            assert sorted(input_nodes) == sorted(g.ntypes) and list(seeds) == ["paper"]
+            assert len(blocks) == 2 and all(isinstance(x, HeteroBlock) for x in blocks)
+            # per-type ids: the batch's homogeneous ids mapped through the partition book
+            types, per_type = book.map_to_per_ntype(b.n_id)
+            for t in g.ntypes:
+                assert torch.equal(input_nodes[t], per_type[types == g.get_ntype_id(t)])
+            assert torch.equal(seeds["paper"], per_type[:b.batch_size]) and len(seeds["paper"]) <= 32
+            seen.append(seeds["paper"])
+            assert blocks[-1].dsttypes == ["paper"] and blocks[-1].num_dst_nodes("paper") == len(seeds["paper"])
+            assert all(c[2] == "paper" for c in blocks[-1].canonical_etypes)
+            assert blocks[-1].local_var() is blocks[-1]
+            with blocks[-1].local_scope() as lb:
+                assert lb is blocks[-1]
+            feats = {t: torch.ones(len(ids), 8) for t, ids in input_nodes.items()}
+            feats["paper"] = g.nodes["paper"].data["feat"][input_nodes["paper"]]
+            h = conv(blocks[0], feats)
+            assert set(h) <= set(blocks[0].dsttypes) and all(len(v) for v in h.values())
+            out = conv(blocks[1], h)
+            assert list(out) == ["paper"] and out["paper"].shape == (len(seeds["paper"]), 8)
+        assert sorted(torch.cat(seen).tolist()) == sorted(train.tolist())
+        # to_hetero_blocks keeps every type as a destination type unless asked
+        full = hpcgnn.nn.to_hetero_blocks(b.minibatch, g)[-1]
+        assert full.dsttypes == g.ntypes and full.canonical_etypes == g.canonical_etypes
+        assert full.num_dst_nodes("author") == 0
+    finally:
+        g.context.finalize()

@@ -6,13 +6,20 @@ DGL's take ``(g, nids, graph_sampler, device=None, **kwargs)`` with ``batch_size
 loaders read no features (a script reads ``g.ndata[...][input_nodes]`` itself), so
 these read none unless ``feat=``/``label=`` are given; then every batch carries
 ``x``/``y`` gathered ahead, in the background.  The edge loader yields DGL's tuples
-``(input_nodes, pair_graph, neg_pair_graph, blocks)`` (:class:`LinkBatch`).
+``(input_nodes, pair_graph, neg_pair_graph, blocks)`` (:class:`LinkBatch`).  On a
+graph of several node or edge types the node loader yields DGL's heterogeneous
+batches: ``{ntype: ids}`` dicts and heterogeneous blocks (:class:`HeteroNodeBatch`).
+``DistDataLoader`` is DGL's loader of a plain dataset (seed ids) through a
+``collate_fn``.
 """
 from __future__ import annotations
+
+import torch
 
 from ..errors import InputError
 from ..sampling import DistEdgeDataLoader as _DistEdgeDataLoader
 from ..sampling import DistNodeDataLoader as _DistNodeDataLoader
+from ..sampling.batch import NID
 from ..sampling.pair_graph import pair_graphs
 
 
@@ -44,6 +51,50 @@ class DistNodeDataLoader(_DistNodeDataLoader):
         kw = _dgl_options("DistNodeDataLoader", kw, queue_size, num_workers, use_ddp, ddp_seed)
         super().__init__(g, nids, graph_sampler, batch_size, shuffle, drop_last, feat=feat, label=label,
                          device=device, **kw)
+        # a graph of several node or edge types yields DGL's heterogeneous batches
+        self._typed = len(g.ntypes) > 1 or len(g.canonical_etypes) > 1
+        self._seed_types = list(nids) if isinstance(nids, dict) else None
+
+    def __iter__(self):
+        epoch = super().__iter__()
+        if not self._typed:
+            yield from epoch
+            return
+        try:
+            for b in epoch:
+                yield HeteroNodeBatch(b, self.g, self._seed_types)
+        finally:
+            epoch.close()          # an epoch left early releases its producer now
+
+
+class HeteroNodeBatch(tuple):
+    """A node batch of a typed graph as DGL's ``DistNodeDataLoader`` yields it:
+    ``(input_nodes, seeds, blocks)`` with ``input_nodes`` ``{ntype: per-type ids}`` of
+    the first block's sources (every node type, some maybe empty), ``seeds``
+    ``{ntype: per-type ids}`` (the types of the ``nids`` dict, else those with seeds),
+    in the order of the last block's destinations (the rows of the model's output),
+    and ``blocks`` a list of :class:`~hpcgnn.nn.HeteroBlock` (:func:`~hpcgnn.nn.to_hetero_blocks`).
+    Its attributes are those of the typed :class:`~hpcgnn.sampling.MiniBatch` it was
+    made from (:attr:`minibatch`: ``n_id``, ``n_type``, ``x`` with ``feat=``, ...)."""
+
+    minibatch = None
+
+    def __new__(cls, b, g, seed_types=None):
+        from ..nn.heteroblock import to_hetero_blocks
+
+        blocks = to_hetero_blocks(b, g, drop_empty_dst=True)
+        first, last = blocks[0], blocks[-1]
+        input_nodes = {t: first.srcnodes[t].data[NID] for t in first.ntypes}
+        types = seed_types if seed_types is not None else [t for t in last.ntypes if last.num_dst_nodes(t)]
+        seeds = {t: last.dstnodes[t].data[NID] for t in types}
+        self = super().__new__(cls, (input_nodes, seeds, blocks))
+        self.minibatch = b
+        return self
+
+    def __getattr__(self, name):      # only for names a tuple lacks: the MiniBatch's fields
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.minibatch, name)
 
 
 class LinkBatch(tuple):
@@ -99,3 +150,31 @@ class DistEdgeDataLoader(_DistEdgeDataLoader):
                 yield LinkBatch(b)
         finally:
             epoch.close()          # an epoch left early releases its producer now
+
+
+class DistDataLoader:
+    """DGL's ``DistDataLoader(dataset, batch_size, shuffle=False, collate_fn=None,
+    drop_last=False, queue_size=None)``: batches of a dataset (anything with ``len``
+    and indexing by position, e.g. a tensor of seed ids), each a list of its items
+    passed through ``collate_fn`` as DGL's, made in this process (DGL's sampler
+    processes are the layout's sampler ranks in hpcgnn; its graph loaders are
+    :class:`DistNodeDataLoader` and :class:`DistEdgeDataLoader`).  Independent."""
+
+    def __init__(self, dataset, batch_size: int, shuffle: bool = False, collate_fn=None, drop_last: bool = False,
+                 queue_size=None):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"DistDataLoader: batch_size must be a positive int, got {batch_size!r}")
+        self.dataset, self.batch_size, self.shuffle = dataset, batch_size, shuffle
+        self.collate_fn, self.drop_last = collate_fn, drop_last
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self):
+        n = len(self.dataset)
+        order = torch.randperm(n) if self.shuffle else torch.arange(n)
+        for i in range(len(self)):
+            idx = order[i * self.batch_size:(i + 1) * self.batch_size]
+            items = [self.dataset[j] for j in idx.tolist()]        # a list of items, as DGL's
+            yield self.collate_fn(items) if self.collate_fn is not None else items

@@ -17,6 +17,8 @@ batch with :func:`to_hetero_blocks`::
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ..errors import DGLError, InputError
@@ -64,11 +66,15 @@ class HeteroBlock:
     ids when built with a partition book, else the homogeneous ids), ``edata[EID]``
     (per canonical type).  ``src_index[ntype]`` / ``dst_index[ntype]``: the rows of
     those nodes in the homogeneous block (:meth:`split_src`, :meth:`merge_dst`).
-    ``block`` is the homogeneous block it was made from."""
+    ``block`` is the homogeneous block it was made from.  ``drop_empty_dst=True``:
+    ``dsttypes`` are only the node types with destinations in this block and
+    ``canonical_etypes`` only the relations into them (so a ``HeteroGraphConv`` makes no
+    0-row outputs; what DGL's loader-fed scripts such as its distributed R-GCN expect
+    of the last layer: the seeds' types alone)."""
 
     is_block = True
 
-    def __init__(self, block: Block, ntypes, canonical_etypes, book=None) -> None:
+    def __init__(self, block: Block, ntypes, canonical_etypes, book=None, *, drop_empty_dst: bool = False) -> None:
         if not isinstance(block, Block):
             raise InputError(f"HeteroBlock: expected a hpcgnn.sampling.Block, got {type(block).__name__}")
         if block.e_type is None or block.n_type is None:
@@ -84,7 +90,11 @@ class HeteroBlock:
             if len(c) != 3 or c[0] not in self.ntypes or c[2] not in self.ntypes:
                 raise InputError(f"HeteroBlock: canonical edge type {c} is not (src_type, relation, dst_type) "
                                  f"over the node types {self.ntypes}")
+        self._dsttypes = list(self.ntypes)
         self._split(block, book)
+        if drop_empty_dst:
+            self._dsttypes = [t for t in self.ntypes if len(self._dst_ids[t])]
+            self.canonical_etypes = [c for c in self.canonical_etypes if c[2] in self._dsttypes]
 
     def _split(self, block: Block, book) -> None:
         dev = block.edge_index.device
@@ -137,7 +147,7 @@ class HeteroBlock:
 
     @property
     def dsttypes(self) -> list:
-        return list(self.ntypes)
+        return list(self._dsttypes)
 
     @property
     def etypes(self) -> list:
@@ -238,6 +248,16 @@ class HeteroBlock:
             out = out.index_copy(0, p, v)
         return out
 
+    def local_var(self) -> "HeteroBlock":
+        """DGL's ``local_var()``: the block itself (its data views are built afresh on
+        each read, so nothing a layer writes into them outlives the layer)."""
+        return self
+
+    @contextlib.contextmanager
+    def local_scope(self):
+        """DGL's ``with block.local_scope():`` (see :meth:`local_var`)."""
+        yield self
+
     def to(self, device, non_blocking: bool = False) -> "HeteroBlock":
         """The block with its tensors on ``device``."""
         new = object.__new__(HeteroBlock)
@@ -265,7 +285,7 @@ def _book(g):
     return g if hasattr(g, "map_to_per_ntype") else None
 
 
-def to_hetero_blocks(data, g=None, *, ntypes=None, canonical_etypes=None):
+def to_hetero_blocks(data, g=None, *, ntypes=None, canonical_etypes=None, drop_empty_dst: bool = False):
     """DGL-style heterogeneous blocks of a typed batch: ``data`` a typed
     :class:`~hpcgnn.sampling.MiniBatch` (or the list ``batch.to_blocks()``; one
     :class:`~hpcgnn.sampling.Block` gives one :class:`HeteroBlock`), outermost layer
@@ -273,7 +293,8 @@ def to_hetero_blocks(data, g=None, *, ntypes=None, canonical_etypes=None):
     partition book): its ``ntypes`` and ``canonical_etypes`` name the types, and its
     partition book makes ``srcdata[NID]`` / ``edata[EID]`` per-type ids, as DGL's.
     Without ``g`` give ``ntypes`` and ``canonical_etypes`` (in the graph's type id
-    order); the ids are then the homogeneous ones."""
+    order); the ids are then the homogeneous ones.  ``drop_empty_dst``: see
+    :class:`HeteroBlock`."""
     names = ntypes if ntypes is not None else getattr(g, "ntypes", None)
     canon = canonical_etypes if canonical_etypes is not None else getattr(g, "canonical_etypes", None)
     if names is None or canon is None:
@@ -284,11 +305,11 @@ def to_hetero_blocks(data, g=None, *, ntypes=None, canonical_etypes=None):
                              "type?)")
         blocks = data.to_blocks()
     elif isinstance(data, Block):
-        return HeteroBlock(data, names, canon, _book(g))
+        return HeteroBlock(data, names, canon, _book(g), drop_empty_dst=drop_empty_dst)
     elif isinstance(data, (list, tuple)) and all(isinstance(b, Block) for b in data):
         blocks = list(data)
     else:
         raise InputError(f"to_hetero_blocks: expected a MiniBatch, a Block or a list of Blocks, got "
                          f"{type(data).__name__}")
     book = _book(g)
-    return [HeteroBlock(b, names, canon, book) for b in blocks]
+    return [HeteroBlock(b, names, canon, book, drop_empty_dst=drop_empty_dst) for b in blocks]
