@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--part-config", required=True)
     ap.add_argument("--machines", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--script", default="train.py", help="the trainer script in bench/dgl_peer (default train.py)")
     a, rest = ap.parse_known_args()
     with open(a.part_config) as f:
         name = json.load(f)["graph_name"]
@@ -52,7 +53,7 @@ def main():
               "DGL_IP_CONFIG": ipcfg, "DGL_CONF_PATH": os.path.abspath(a.part_config),
               "DGL_NUM_CLIENT": str(a.machines), "DGL_GRAPH_FORMAT": "csc", "OMP_NUM_THREADS": "1",
               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(a.machines)}
-    script = [sys.executable, os.path.join(HERE, "train.py"), "--ip-config", ipcfg,
+    script = [sys.executable, os.path.join(HERE, a.script), "--ip-config", ipcfg,
               "--part-config", os.path.abspath(a.part_config), "--graph-name", name, *rest]
     def env_of(role: dict) -> str:
         return " ".join(f"{key}={shlex.quote(val)}" for key, val in {**common, **role}.items())
