@@ -35,8 +35,11 @@ def test_mean_by_hand():
 @pytest.mark.parametrize("make,width", [(lambda: dglnn.SAGEConv(3, 4, "mean"), 3),
                                         (lambda: dglnn.SAGEConv(6, 2, "gcn"), 6), (lambda: dglnn.GraphConv(3, 4), 3),
                                         (lambda: dglnn.GraphConv(6, 2, norm="right"), 6),
-                                        (lambda: dglnn.GINConv(None, "sum"), 3)],
-                         ids=["sage", "sage-gcn", "gcn", "gcn-right", "gin"])
+                                        (lambda: dglnn.GINConv(None, "sum"), 3),
+                                        (lambda: dglnn.GATConv(3, 4, 2, allow_zero_in_degree=True), 3),
+                                        (lambda: dglnn.GATConv(6, 3, 2, residual=True, allow_zero_in_degree=True,
+                                                               negative_slope=0.1), 6)],
+                         ids=["sage", "sage-gcn", "gcn", "gcn-right", "gin", "gat", "gat-residual"])
 def test_the_csr_of_a_sampled_batch_gives_the_edge_list_answer(make, width):
     """Blocks from a batch carry its CSR (built by the compiled pass): the product path
     agrees with the scatter path, gradients included."""

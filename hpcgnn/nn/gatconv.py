@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from .compiled import CsrAttend
 from .graphops import Graph, aggregate, check_zero_in_degree, edge_softmax, split_feat, structure
 
 __all__ = ["GATConv", "GATv2Conv"]
@@ -130,10 +131,15 @@ class GATConv(nn.Module):
             feat_src = self.fc(h_src).view(*feat.shape[:-1], heads, out)
             feat_dst, h_dst = feat_src[:g.num_dst], h_src[:g.num_dst]
             dst_prefix = (g.num_dst,) + tuple(feat.shape[1:-1])
-        el = (feat_src * self.attn_l).sum(dim=-1).unsqueeze(-1)
-        er = (feat_dst * self.attn_r).sum(dim=-1).unsqueeze(-1)
-        scores = self.leaky_relu(el[g.src] + er[g.dst])
-        rst, attention = _attend(g, feat_src, scores, self.attn_drop, edge_weight, heads)
+        fast = None if edge_weight is not None or get_attention else \
+            self._compiled(g, h_src, h_dst, feat_src, isinstance(feat, (tuple, list)))
+        if fast is not None:
+            rst, attention = fast, None
+        else:
+            el = (feat_src * self.attn_l).sum(dim=-1).unsqueeze(-1)
+            er = (feat_dst * self.attn_r).sum(dim=-1).unsqueeze(-1)
+            scores = self.leaky_relu(el[g.src] + er[g.dst])
+            rst, attention = _attend(g, feat_src, scores, self.attn_drop, edge_weight, heads)
         if self.res_fc is not None and h_dst.numel() != 0:
             rst = rst + self.res_fc(h_dst).view(*dst_prefix, -1, out)
         if self.has_explicit_bias:
@@ -141,6 +147,27 @@ class GATConv(nn.Module):
         if self.activation:
             rst = self.activation(rst)
         return (rst, attention) if get_attention else rst
+
+
+    def _compiled(self, g: Graph, h_src, h_dst, feat_src, pair: bool):
+        """The attention sum along the block's CSR, compiled (a CPU, float32, 2-D
+        features, one projection), else None: the logits' halves from the inputs and
+        the projection folded with ``attn_l``/``attn_r`` (``[n, heads]`` products, no
+        ``[n, heads, out]`` ones), the softmax per destination, and no per-edge
+        message tensor in the forward or the backward."""
+        if (g.adj is None or pair or feat_src.dim() != 3 or h_src.dtype != torch.float32
+                or h_src.device.type != "cpu" or not hasattr(self, "fc")):
+            return None
+        heads, out = self._num_heads, self._out_feats
+        w = self.fc.weight.view(heads, out, -1)
+        el = h_src @ (w * self.attn_l.view(heads, out, 1)).sum(1).t()           # [num_src, heads]
+        er = h_dst @ (w * self.attn_r.view(heads, out, 1)).sum(1).t()           # [num_dst, heads]
+        adj = g.adj[0]
+        crow, col = adj.crow_indices(), adj.col_indices()
+        row = torch.repeat_interleave(torch.arange(g.num_dst, device=crow.device), crow[1:] - crow[:-1])
+        csr = Graph(col, row, g.num_src, g.num_dst, None)
+        alpha = self.attn_drop(edge_softmax(csr, self.leaky_relu(el[col] + er[row])))
+        return CsrAttend.apply(feat_src, alpha, crow, col)
 
 
 class GATv2Conv(nn.Module):

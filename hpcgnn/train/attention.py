@@ -14,35 +14,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 from torch_geometric.utils import softmax
 
-from .. import _ext
+from ..nn.compiled import CsrAttend as _CsrAttend
 from ..sampling.blocks import LayerAdj
-
-
-class _CsrAttend(torch.autograd.Function):
-    """``out[d, h] = sum_e alpha[e, h] * x[col[e], h]`` along a CSR."""
-
-    @staticmethod
-    def forward(ctx, x, alpha, crow, col):
-        x, alpha = x.contiguous(), alpha.contiguous()
-        out = torch.empty(len(crow) - 1, x.shape[1], x.shape[2], dtype=torch.float32)
-        _ext.csr_attend(crow.numpy(), col.numpy(), alpha.detach().numpy(), x.detach().numpy(), out.numpy(),
-                        torch.get_num_threads())
-        ctx.save_for_backward(x, alpha, crow, col)
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        x, alpha, crow, col = ctx.saved_tensors
-        grad_x = torch.empty_like(x)
-        grad_alpha = torch.empty_like(alpha)
-        _ext.csr_attend_backward(crow.numpy(), col.numpy(), alpha.detach().numpy(), x.detach().numpy(),
-                                 grad.contiguous().numpy(), grad_x.numpy(), grad_alpha.numpy(),
-                                 torch.get_num_threads())
-        return grad_x, grad_alpha, None, None
 
 
 def _self_looped(adj: LayerAdj):
