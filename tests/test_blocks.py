@@ -366,5 +366,7 @@ def test_batches_and_blocks_move_with_to(graph):
         for blk in blocks:
             mb = blk.to(dev)
             assert type(mb) is type(blk) and mb.num_dst_nodes() == blk.num_dst_nodes()
-            assert all(t.device.type == dev and t.shape == u.shape for t, u in zip(mb, blk))
+            assert all(t.device.type == dev and t.shape == u.shape for t, u in zip(mb[:4], blk[:4]))
+            if dev != "meta":                                   # its CSR moves with it, on first use
+                assert mb.adj.adj_t.device.type == dev and mb.adj.size == blk.adj.size
             assert blk.src_nodes.device.type == "cpu"          # a copy: the original stays
