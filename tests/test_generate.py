@@ -119,6 +119,26 @@ def test_homophily_setting(tmp_path, homophily):
     assert abs((label[src] == label[dst]).mean() - homophily) < 0.03
 
 
+@single
+def test_self_loops_give_every_node_an_in_edge(tmp_path):
+    """--self-loops: the same edges and one v -> v per node (DGL's add_self_loop), so
+    GraphConv/GATConv find no node without in-edges."""
+    plain, looped = str(tmp_path / "p.h5"), str(tmp_path / "l.h5")
+    generate_graph(plain, None, 3000, 4, 4, 4, seed=1, chunk_nodes=1024, edge_feat=True)
+    generate_graph(looped, None, 3000, 4, 4, 4, seed=1, chunk_nodes=1024, edge_feat=True, self_loops=True)
+    with RawGraph(plain) as g, RawGraph(looped) as h:
+        (s0, d0), (s1, d1) = g.read_edges(), h.read_edges()
+        assert h.num_edges == g.num_edges + 3000
+    assert np.bincount(d0, minlength=3000).min() == 0          # the plain graph has such nodes
+    assert np.bincount(d1, minlength=3000).min() >= 1
+    loops = s1 == d1
+    assert loops.sum() - (s0 == d0).sum() == 3000
+    keep = np.ones(len(s1), bool)                              # without one loop per node: the plain edges
+    keep[np.flatnonzero(loops)[np.unique(s1[loops], return_index=True)[1]]] = False
+    assert sorted(zip(s1[keep], d1[keep])) == sorted(zip(s0, d0))
+    validate_raw(looped)
+
+
 def _linear_accuracy(z, y, train, test, num_classes):
     z = np.hstack([z, np.ones((len(z), 1))])
     a = z[train]

@@ -40,6 +40,7 @@ def test_plan_separate_mode():
     ("servers=1,samplers=1,trainers=2", [4, 3],
      r"node 1 has 3 rank\(s\), which does not fit 1 server\(s\) \+ 1 sampler\(s\) \+ 2 trainer\(s\) = 4 ranks"),
     ("servers=2,trainers=rest", [2], "at least one trainer"),
+    ("servers=1,samplers=0,trainers=1", [4], "to run them as 2 nodes of 2 ranks, set HPCGNN_RANKS_PER_NODE=2"),
     ("server_nodes=2,servers=1,trainers=1", [1, 1], "leaves no node for trainers"),
     ("server_nodes=1,servers=1,samplers=1,trainers=1", [1, 1], "server node 0 has 1 rank"),
     ("server_nodes=1,servers=1,samplers=1,trainers=1", [2, 2], "node 1 has 2 rank.*does not fit trainers=1"),

@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--val-frac", type=float, default=0.2, help="fraction of nodes in val_mask (default 0.2)")
     p.add_argument("--test-frac", type=float, default=0.2, help="fraction of nodes in test_mask (default 0.2)")
     p.add_argument("--edge-feat", action="store_true", help="also write /edges/data/weight (float32, in (0, 1])")
+    p.add_argument("--self-loops", action="store_true",
+                   help="also give every node an edge to itself (DGL's add_self_loop: GraphConv and GATConv "
+                        "refuse nodes without in-edges)")
     p.add_argument("--hetero", action="store_true",
                    help="write a MAG-like heterogeneous graph: paper, author, institution and field nodes, "
                         "7 relations (reverses included), features and labels on papers only")
@@ -59,15 +62,17 @@ def run(args: argparse.Namespace) -> int:
         common["noise"] = args.noise
     if args.name is not None:
         common["name"] = args.name
-    if args.hetero and args.edge_feat:
-        raise InputError("generate: argument --edge-feat: not supported with --hetero")
+    for flag in ("edge_feat", "self_loops"):
+        if args.hetero and getattr(args, flag):
+            raise InputError(f"generate: argument --{flag.replace('_', '-')}: not supported with --hetero")
     try:
         if args.hetero:
             info = generate_hetero_graph(args.out, comm, args.num_nodes, args.avg_degree, args.feat_dim,
                                          args.num_classes, args.seed, **common)
         else:
             info = generate_graph(args.out, comm, args.num_nodes, args.avg_degree, args.feat_dim,
-                                  args.num_classes, args.seed, edge_feat=args.edge_feat, **common)
+                                  args.num_classes, args.seed, edge_feat=args.edge_feat,
+                                  self_loops=args.self_loops, **common)
     except HpcgnnError as e:
         if not agreed_over(e, comm):
             raise

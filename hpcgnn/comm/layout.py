@@ -103,13 +103,24 @@ def plan_roles(layout: Layout, node_sizes: list[int]) -> list[list[str]]:
                         f"{layout.servers} server(s) + {layout.samplers} sampler(s) + {want} trainer(s)"
                         + ("" if layout.trainers is None else f" = {front + layout.trainers} ranks"))
                 raise LayoutError(f"{desc}: node {k} has {n} rank(s), which does not fit {need}"
-                                  + (" (at least one trainer per node)" if ntrain < 1 else ""))
+                                  + (" (at least one trainer per node)" if ntrain < 1 else "")
+                                  + _virtual_nodes_hint(n, None if layout.trainers is None or layout.server_nodes
+                                                        else front + layout.trainers))
             if layout.server_nodes:
                 roles = ["trainer"] * ntrain
             else:
                 roles = ["server"] * layout.servers + ["sampler"] * layout.samplers + ["trainer"] * ntrain
         plan.append(roles)
     return plan
+
+
+def _virtual_nodes_hint(n: int, per_node: int | None) -> str:
+    """Where ``n`` ranks of one node are several whole nodes of the layout: how to run
+    them as virtual nodes (one machine, or ranks grouped other than by host)."""
+    if per_node is None or per_node < 1 or n <= per_node or n % per_node:
+        return ""
+    return (f"; to run them as {n // per_node} nodes of {per_node} ranks, set HPCGNN_RANKS_PER_NODE={per_node} "
+            f"(or ranks_per_node={per_node})")
 
 
 def describe_plan(plan: list[list[str]]) -> str:

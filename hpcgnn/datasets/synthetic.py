@@ -58,6 +58,7 @@ class SyntheticSpec:
     edge_feat: bool = False
     name: str = "synthetic"
     chunk_nodes: int = CHUNK_NODES
+    self_loops: bool = False       # one v -> v edge per node besides its out-edges (weight 1)
 
     def check(self) -> None:
         """Raise InputError naming the first bad parameter (independent)."""
@@ -170,7 +171,15 @@ class SyntheticModel:
         pos = start + np.minimum(np.floor(length * t ** DEST_SKEW).astype(np.int64), length - 1)
         dst = self.ids_at(pos)
         weight = (1.0 - rng.random(m, dtype=np.float32)) if spec.edge_feat else None
+        if spec.self_loops:               # after the chunk's out-edges: the others keep their draws
+            src, dst = np.concatenate([src, ids]), np.concatenate([dst, ids])
+            weight = None if weight is None else np.concatenate([weight, np.ones(len(ids), np.float32)])
         return src, dst, weight
+
+    def edge_count(self, chunk: int) -> int:
+        """The number of edges :meth:`edges` gives for ``chunk``."""
+        lo, hi = self.chunk_range(chunk)
+        return int(self.degrees(chunk).sum()) + (hi - lo if self.spec.self_loops else 0)
 
     def node_data(self, chunk: int) -> dict[str, np.ndarray]:
         """feat, label and masks of a chunk's nodes."""
@@ -192,26 +201,28 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
                    seed: int, *, homophily: float = 0.5, noise: float = DEFAULT_NOISE,
                    train_frac: float = 0.6, val_frac: float = 0.2, test_frac: float = 0.2,
                    edge_feat: bool = False, name: str = "synthetic", chunk_nodes: int = CHUNK_NODES,
-                   overwrite: bool = False) -> dict:
+                   overwrite: bool = False, self_loops: bool = False) -> dict:
     """Write a synthetic graph to ``path`` in the raw format; return a summary dict.
 
     Collective over ``comm`` (``None``: this process alone).  Every rank generates and
     writes its run of chunks; the file is written as ``path + ".partial"`` and renamed
     when complete.  Bad parameters raise :class:`InputError` on every rank before any
     other collective.  The content depends on the parameters only, not on the
-    number of ranks.
+    number of ranks.  ``self_loops``: every node also gets an edge to itself (what
+    DGL's ``add_self_loop`` gives; ``GraphConv``/``GATConv`` refuse nodes without
+    in-edges).
     """
     t0 = time.perf_counter()
     spec = SyntheticSpec(int(num_nodes), float(avg_degree), int(feat_dim), int(num_classes), int(seed),
                          float(homophily), float(noise), float(train_frac), float(val_frac),
-                         float(test_frac), bool(edge_feat), str(name), int(chunk_nodes))
+                         float(test_frac), bool(edge_feat), str(name), int(chunk_nodes), bool(self_loops))
     with raw.guard(comm):
         spec.check()
     raw.check_output(path, overwrite, comm)
     rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     model = SyntheticModel(spec)
     c_lo, c_hi = raw.slice_bounds(model.num_chunks(), rank, size)
-    mine = [int(model.degrees(c).sum()) for c in range(c_lo, c_hi)]
+    mine = [model.edge_count(c) for c in range(c_lo, c_hi)]
     offsets = np.concatenate([[0], np.cumsum(chunked.all_chunk_counts(comm, mine))])
     num_edges = int(offsets[-1])
 

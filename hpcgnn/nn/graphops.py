@@ -151,4 +151,5 @@ def check_zero_in_degree(layer: str, g: Graph) -> None:
     invalid) unless the layer was built with ``allow_zero_in_degree=True``."""
     if g.num_dst and bool((in_degrees(g) == 0).any()):
         raise DGLError(f"{layer}: the block has destination nodes without in-edges, whose output would be "
-                         "invalid; add self-loops, or build the layer with allow_zero_in_degree=True")
+                       "invalid; add self-loops (hpcgnn generate --self-loops; docs/distributed.md), or build "
+                       "the layer with allow_zero_in_degree=True")
