@@ -71,13 +71,16 @@ class BatchChannel:
         or None once ``source`` is a rank of this host whose process is gone (its frame
         will never come: the caller makes do without it)."""
         tag = FRAME_TAG + lid
-        with watchdog.waiting(f"a batch from sampler rank {source}", (source,)):   # world ranks (a Dup)
+        what = f"a batch from sampler rank {source}"       # world ranks (a Dup)
+        # until the frame starts, a gone sampler is this loop's to find (the trainer makes its batches)
+        with watchdog.waiting(what, (source,), gone_ok=True):
             pause = 0.0
             while not self.comm.iprobe(source=source, tag=tag):
                 if peers.state(source) == "gone":
                     return None
                 pause = min(2 * pause or 1e-5, 1e-3)         # first checks at once, then every ms
                 time.sleep(pause)
+        with watchdog.waiting(what, (source,)):                # a frame cut short ends the job
             header, meta = self.comm.recv(source=source, tag=tag)
             arrays = []
             for dt, shape in meta:

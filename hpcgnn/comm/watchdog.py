@@ -56,11 +56,14 @@ def timeout_s() -> float:
     return seconds_from_env("HPCGNN_TIMEOUT", DEFAULT_TIMEOUT_S)
 
 
-def waiting(what: str, ranks=(), among=None):
+def waiting(what: str, ranks=(), among=None, gone_ok: bool = False):
     """Run the body as a wait for ``what`` from world ``ranks`` (empty: unknown,
     e.g. a collective, whose members are ``among`` when known): the job ends if it
-    lasts past ``HPCGNN_TIMEOUT``, or at once when a rank waited for is gone."""
-    return _registered(_waits, ("wait", what, tuple(ranks), None if among is None else tuple(among)))
+    lasts past ``HPCGNN_TIMEOUT``, or at once when a rank waited for is gone --
+    unless ``gone_ok``: the body itself looks for a gone rank and does without it
+    (a trainer makes a dead sampler's batches), so only the time limit applies."""
+    kind = "wait-gone-ok" if gone_ok else "wait"
+    return _registered(_waits, (kind, what, tuple(ranks), None if among is None else tuple(among)))
 
 
 def watching(what: str):
@@ -126,12 +129,14 @@ def _watch() -> None:
         _last_look = now
         with _lock:
             waits = list(_waits.values())
-        late = [w for w in waits if w[1] == "wait" and now - w[0] > limit]
+        late = [w for w in waits if w[1] != "phase" and now - w[0] > limit]
         if late:
             t, _, what, ranks, _ = min(late)
             _end_job(limit, t, what, ranks)
         for t, kind, what, ranks, among in waits:
-            if ranks:                         # named ranks: one gone never answers
+            if kind == "wait-gone-ok":
+                gone = None
+            elif ranks:                         # named ranks: one gone never answers
                 gone = gone_among(ranks)
             elif kind == "phase" or lastwords.is_armed() or now - t > COLLECTIVE_GRACE_S:
                 # a collective: ranks leave at a job's end, but never while a trainer's steps run
