@@ -63,8 +63,8 @@ def worker(a):
 
     with open(a.part_config) as f:
         conf = json.load(f)
-    ctx = dist.initialize("ip_config.txt", layout="servers=1,samplers=0,trainers=1", ranks_per_node=2,
-                          part_config=a.part_config)
+    dist.initialize("ip_config.txt", layout="servers=1,samplers=0,trainers=1", ranks_per_node=2,
+                    part_config=a.part_config)
     th.distributed.init_process_group(backend="gloo")
     th.set_num_threads(1)
     g = dist.DistGraph(conf["graph_name"])
@@ -87,6 +87,24 @@ def worker(a):
             if step + 1 == a.epoch_steps:
                 break
         times.append(time.perf_counter() - t0)
+    if a.profile:                   # a few more steps, every trainer (DDP), profiled on trainer 0
+        from torch.profiler import ProfilerActivity, profile     # only for --profile
+
+        with profile(activities=[ProfilerActivity.CPU], enabled=th.distributed.get_rank() == 0) as prof:
+            for step, (input_nodes, seeds, blocks) in enumerate(loader):
+                with th.profiler.record_function("user: g.ndata reads"):
+                    x = g.ndata["feat"][input_nodes]
+                    y = g.ndata["label"][seeds]
+                with th.profiler.record_function("user: forward"):
+                    loss = F.cross_entropy(model(blocks, x), y.long())
+                with th.profiler.record_function("user: backward+step"):
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                if step + 1 == 5:
+                    break
+        if th.distributed.get_rank() == 0:
+            sys.stderr.write(prof.key_averages().table(sort_by="cpu_time_total", row_limit=35) + "\n")
     if th.distributed.get_rank() == 0:
         later = times[1:] or times
         print(json.dumps({"epoch_s": round(sum(later) / len(later), 4), "steps": a.epoch_steps,
@@ -105,6 +123,8 @@ def main():
     ap.add_argument("--layers", choices=("dgl", "pyg"), default="dgl",
                     help="the model's layers: hpcgnn.nn's DGL SAGEConv (default), or PyG's on block.edge_index")
     ap.add_argument("--worker", action="store_true", help="run one side under mpirun (internal)")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --worker: profile 5 more steps of trainer 0 (torch.profiler table on stderr)")
     a = ap.parse_args()
     if a.worker:
         return worker(a)

@@ -27,6 +27,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--parts", type=int, default=2)
     ap.add_argument("--name", default="peer")
+    ap.add_argument("--dgl-names", action="store_true",
+                    help="node data named as DGL's examples read it: features, labels (the raw file's feat, label)")
     a = ap.parse_args()
     with h5py.File(a.raw, "r") as f:
         n = int(f.attrs["num_nodes"])
@@ -34,8 +36,9 @@ def main():
         dst = torch.from_numpy(f["edges/dst"][...])
         data = {k: f["nodes/data"][k][...] for k in ("feat", "label", "train_mask", "val_mask", "test_mask")}
     g = dgl.graph((src, dst), num_nodes=n)
-    g.ndata["feat"] = torch.from_numpy(data["feat"])
-    g.ndata["label"] = torch.from_numpy(data["label"].astype(np.int64))
+    feat, label = ("features", "labels") if a.dgl_names else ("feat", "label")
+    g.ndata[feat] = torch.from_numpy(data["feat"])
+    g.ndata[label] = torch.from_numpy(data["label"].astype(np.int64))
     for k in ("train_mask", "val_mask", "test_mask"):
         g.ndata[k] = torch.from_numpy(data[k].astype(bool))
     t = time.perf_counter()

@@ -9,6 +9,7 @@ the host's network (loopback), each machine's server on its own port.  No ssh, n
 launcher: the processes get the environment DGL's launcher would give them.
 
     .dglvenv/bin/python bench/dgl_peer/run.py --part-config PEER.json --classes 16 [train.py options]
+    .dglvenv/bin/python bench/dgl_peer/run.py --part-config PEER.json --example DGL_SCRIPT.py [its flags]
 
 Prints one JSON object: trainer 0's epochs (the first is warm-up) and final test
 accuracy, with means over the later epochs.
@@ -40,6 +41,8 @@ def main():
     ap.add_argument("--machines", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--script", default="train.py", help="the trainer script in bench/dgl_peer (default train.py)")
+    ap.add_argument("--example", help="instead, DGL's own example script at this path (DGL's flag names; "
+                                      "prints each trainer's summary lines)")
     a, rest = ap.parse_known_args()
     with open(a.part_config) as f:
         name = json.load(f)["graph_name"]
@@ -53,8 +56,11 @@ def main():
               "DGL_IP_CONFIG": ipcfg, "DGL_CONF_PATH": os.path.abspath(a.part_config),
               "DGL_NUM_CLIENT": str(a.machines), "DGL_GRAPH_FORMAT": "csc", "OMP_NUM_THREADS": "1",
               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(a.machines)}
-    script = [sys.executable, os.path.join(HERE, a.script), "--ip-config", ipcfg,
-              "--part-config", os.path.abspath(a.part_config), "--graph-name", name, *rest]
+    flag = "_" if a.example else "-"         # DGL's examples spell their flags --ip_config
+    script = [sys.executable, *([os.path.join(HERE, "example.py"), os.path.abspath(a.example)] if a.example
+                                else [os.path.join(HERE, a.script)]),
+              f"--ip{flag}config", ipcfg, f"--part{flag}config", os.path.abspath(a.part_config),
+              f"--graph{flag}name", name, *rest]
     def env_of(role: dict) -> str:
         return " ".join(f"{key}={shlex.quote(val)}" for key, val in {**common, **role}.items())
 
@@ -87,6 +93,8 @@ def main():
                 with open(os.path.join(work, fn)) as f:
                     sys.stderr.write(f"--- {fn}\n" + f.read()[-3000:])
         raise SystemExit("dgl peer run failed")
+    if a.example:
+        return print_example(work, a.machines)
     with open(os.path.join(work, "trainer0.log")) as f:
         rows = [json.loads(ln) for ln in f if ln.startswith("{")]
     epochs = [r for r in rows if r["kind"] == "epoch"]
@@ -97,6 +105,16 @@ def main():
     print(json.dumps({"peer": "dgl", "steps_per_epoch": epochs[0]["steps"], **mean,
                       "best_epoch_s": min(r["epoch_s"] for r in later), "test_acc": final["test_acc"],
                       "inference_s": final["inference_s"], "epochs": epochs}), flush=True)
+
+
+def print_example(work: str, machines: int) -> None:
+    """One JSON object: each trainer's lines that mention an accuracy or an epoch's time."""
+    keep = ("Summary", "Acc", "Epoch Time")
+    trainers = []
+    for k in range(machines):
+        with open(os.path.join(work, f"trainer{k}.log")) as f:
+            trainers.append([ln.rstrip() for ln in f if any(w in ln for w in keep)])
+    print(json.dumps({"peer": "dgl", "machines": machines, "trainers": trainers}), flush=True)
 
 
 if __name__ == "__main__":
