@@ -3,6 +3,7 @@
 # that fit one rank), then under mpirun at 2, 3 and 4 ranks (the multi-rank tests).
 #
 #   bash scripts/test.sh             # everything
+#   bash scripts/test.sh --quick     # a change's first check: tests not marked slow, 1 process and 2 ranks
 #   bash scripts/test.sh -k parmetis # extra pytest arguments are passed on
 #   HPCGNN_TEST_RANKS="2 4" bash scripts/test.sh   # the rank counts of the multi-rank runs ("2 3 4")
 set -uo pipefail
@@ -15,16 +16,30 @@ export PYTHONUNBUFFERED=1
 out=$(mktemp -d "${TMPDIR:-/tmp}/hpcgnn-tests.XXXXXX")
 RANKS=${HPCGNN_TEST_RANKS:-"2 3 4"}
 status=0
+quick=0
+if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
 
-echo "=== 1 process: all tests ==="
-"$PY" -m pytest --with-mpi -p no:cacheprovider --junitxml="$out/np1.xml" "$@" tests || status=1
+if [ $quick -eq 1 ]; then
+  # no test that starts a job of its own (tests/conftest.py fails an unmarked one)
+  echo "=== quick, 1 process: tests not marked slow ==="
+  "$PY" -m pytest --with-mpi -p no:cacheprovider -q -m "not slow" --junitxml="$out/np1.xml" "$@" tests || status=1
+  RANKS=2 mark="mpi and not slow"
+else
+  echo "=== 1 process: all tests ==="
+  : >"$out/launches.log"
+  HPCGNN_TEST_LAUNCH_LOG="$out/launches.log" \
+    "$PY" -m pytest --with-mpi -p no:cacheprovider --junitxml="$out/np1.xml" "$@" tests || status=1
+  # the child launches of the whole pass, held under their limit (not counted for a part of it)
+  if [ $# -eq 0 ]; then "$PY" tests/launch_count.py "$out/launches.log" || status=1; fi
+  mark=mpi
+fi
 
 for n in $RANKS; do
   echo "=== mpirun -n $n: multi-rank tests ==="
   # --timeout: a deadlock that escaped pytest-timeout still ends the run
   # Only rank 0 writes the junit report; every rank's output goes to its own file.
   mpirun --oversubscribe --timeout 1200 -n "$n" --output-filename "$out/np$n" \
-    "$PY" -m pytest --with-mpi -m mpi -q --color=no -p no:cacheprovider \
+    "$PY" -m pytest --with-mpi -m "$mark" -q --color=no -p no:cacheprovider \
     -o junit_suite_name="np$n" --junitxml="$out/np$n.xml" "$@" tests >"$out/np$n.log" 2>&1
   rc=$?
   first=$(find "$out/np$n" -path '*rank.0*' -name stdout | head -1)

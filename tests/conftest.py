@@ -4,6 +4,11 @@
   aborts the whole job: the other ranks would otherwise wait in a collective that
   the failing rank never enters.
 * ``mpi_launch`` runs a command under a fresh ``mpirun`` from a single-process test.
+* Every child ``mpirun`` the suite starts (through ``mpi_launch``, the namespace test
+  bed or a test's own ``subprocess``) is seen here: a test that starts one must be
+  marked ``slow`` (``scripts/test.sh --quick`` leaves those out; an unmarked one fails
+  at its launch), and with ``HPCGNN_TEST_LAUNCH_LOG`` set each launch is appended to
+  that file for ``tests/launch_count.py``, which holds the count under its limit.
 """
 import os
 import subprocess
@@ -40,6 +45,35 @@ def pytest_runtest_makereport(item, call):
                          f"{rep.longreprtext}\n")
         sys.stderr.flush()
         MPI.COMM_WORLD.Abort(1)
+
+
+_running: list = [None]          # the test being set up, run or torn down
+_popen_init = subprocess.Popen.__init__
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _running[0] = item
+
+
+def _seen_popen(self, args, *rest, **kw):
+    """``subprocess.Popen`` as the suite sees it: a child ``mpirun`` is checked and
+    counted before it starts (see the module's docstring)."""
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+    if argv and os.path.basename(str(argv[0])) == "mpirun" and _world_size() == 1:
+        item = _running[0]
+        where = item.nodeid if item is not None else "(outside a test)"
+        if item is not None and item.get_closest_marker("slow") is None:
+            raise RuntimeError(f"{where} starts a child mpirun: mark it @pytest.mark.slow "
+                               "(scripts/test.sh --quick leaves such tests out)")
+        log = os.environ.get("HPCGNN_TEST_LAUNCH_LOG")
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{where}\t{' '.join(str(a) for a in argv)[:300]}\n")
+    _popen_init(self, args, *rest, **kw)
+
+
+subprocess.Popen.__init__ = _seen_popen
 
 
 def clean_mpi_env(extra=None, gpus=False):

@@ -8,6 +8,9 @@ import pytest
 
 from conftest import ROOT
 
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 CODE = "from hpcgnn.allocator import keep_freed_memory as k; print(k(), k())"
 
 

@@ -93,6 +93,7 @@ def _script(code: str, **env) -> str:
 DRAW = "import torch; torch.manual_seed(1); print(int(torch.empty(4096).bernoulli_(0.5) @ torch.arange(4096.)))"
 
 
+@pytest.mark.slow
 def test_uninstall_gives_pytorch_its_kernel_back_and_env_turns_it_off():
     torch_own = _script(DRAW)[0]
     out = _script("from hpcgnn import bernoulli as b; print(b.install()); " + DRAW.replace("print(", "print('on', ")

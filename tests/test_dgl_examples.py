@@ -14,6 +14,9 @@ import pytest
 from hpcgnn.datasets import generate_graph
 from hpcgnn.partition import partition_graph
 
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "dgl")
 NUM_CLASSES = 8
 CHANCE = 1 / NUM_CLASSES

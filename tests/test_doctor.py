@@ -1,6 +1,11 @@
 """`hpcgnn doctor` under a real 2-rank launch."""
 import sys
 
+import pytest
+
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 
 def test_doctor_all_green_on_two_ranks(mpirun):
     res = mpirun(2, [sys.executable, "-m", "hpcgnn", "doctor", "--layout", "servers=1,trainers=rest"], timeout=120)

@@ -9,6 +9,9 @@ import time
 
 import pytest
 
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "fail_job.py")
 
 

@@ -51,6 +51,7 @@ def parts(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_refine_reads_fewer_remote_rows_than_parmetis(parts):
     frac = {k: _remote_fraction(cfg, k) for k, (cfg, _) in parts.items()}
     print(json.dumps(frac))

@@ -16,6 +16,9 @@ from conftest import ROOT
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.train import checkpoint
 
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 HP = [sys.executable, "-m", "hpcgnn"]
 
 
@@ -174,6 +177,7 @@ import hashlib, sys, numpy as np
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.datasets import diskspace
 from hpcgnn.train import checkpoint
+
 comm, run_dir, filler = MPI.COMM_WORLD, sys.argv[1], sys.argv[2]
 meta, w = {"graph": "g"}, {"w": np.arange(1000.0)}
 first = checkpoint.save(comm, run_dir, 1, meta, w, {"rng": comm.rank})

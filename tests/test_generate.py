@@ -167,6 +167,7 @@ def test_neighbours_make_labels_learnable(graph20k):
 
 
 @single
+@pytest.mark.slow
 def test_same_file_for_any_rank_count(tmp_path, mpirun):
     argv = ["--num-nodes", "5000", "--avg-degree", "6", "--feat-dim", "8", "--num-classes", "5",
             "--seed", "7", "--chunk-nodes", "1000", "--edge-feat"]

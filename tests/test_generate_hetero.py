@@ -187,6 +187,7 @@ def test_bad_arguments(tmp_path):
 
 @single
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_cli_hetero_same_file_for_any_rank_count(tmp_path, mpirun):
     from hpcgnn.cli.main import main
 

@@ -190,6 +190,7 @@ def test_readers_see_half_rows_and_batches_get_float32(graph):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("dt", ["bf16", "fp16"])
+@pytest.mark.slow
 def test_across_hosts_with_samplers_and_cache(graph, mpirun, dt):
     """6 ranks: 2 virtual hosts of a server, a sampler and a trainer; one partition each."""
     _, cfgs = graph
@@ -237,6 +238,7 @@ def _test_acc(mpirun, trained, dt):
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("dt", ["bf16", "fp16"])
+@pytest.mark.slow
 def test_train_accuracy_matches_float32(mpirun, trained, dt):
     # Same graph, same partitions, same seed: both runs sample the same batches, and
     # the only difference is the features' rounding (relative 2**-9 for bf16).  On

@@ -39,6 +39,7 @@ def _python(code, tmp, timeout=120):
 # -- PyG's generated modules --------------------------------------------------------
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_pyg_modules_go_to_a_private_directory_removed_at_exit(tmp_path):
     res = _python("""
         import glob, os, stat, tempfile
@@ -75,6 +76,7 @@ def test_pyg_modules_go_to_a_private_directory_removed_at_exit(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_already_imported_pyg_is_patched_and_gone_processes_are_swept(tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -104,6 +106,7 @@ def test_already_imported_pyg_is_patched_and_gone_processes_are_swept(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_training_run_leaves_no_pyg_files(mpirun, tmp_path):
     from hpcgnn.datasets import generate_graph
     from hpcgnn.partition import partition_graph
@@ -136,6 +139,7 @@ raise RuntimeError("trainer exploded")
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_failed_trainer_leaves_no_pyg_files(mpirun, tmp_path):
     res = mpirun(2, [sys.executable, "-c", FAILING_TRAINER], timeout=120, env={"TMPDIR": str(tmp_path)})
     assert res.returncode != 0
@@ -177,6 +181,7 @@ def test_hpcgnn_dist_addr_is_bound_when_local_else_advertised_only():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_no_rank_listens_beyond_loopback_with_the_documented_mca(mpirun):
     """With Open MPI's TCP BTL off (one host: docs/install.md), every listening socket of
     every rank is on loopback, before and after the process groups are up."""

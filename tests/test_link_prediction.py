@@ -54,6 +54,7 @@ def full_run(graph, tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_training_ranks_held_out_edges_far_better_than_chance(full_run):
     res, run = full_run
     assert res.returncode == 0, res.stdout + res.stderr
@@ -76,6 +77,7 @@ def test_training_ranks_held_out_edges_far_better_than_chance(full_run):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_resume_gives_the_same_model_and_embedding_as_an_uninterrupted_run(graph, full_run, tmp_path):
     full, a = full_run
     assert full.returncode == 0, full.stdout + full.stderr
@@ -102,6 +104,7 @@ def test_resume_gives_the_same_model_and_embedding_as_an_uninterrupted_run(graph
     assert (fa["test_mrr"], fa["test_hits@10"]) == (fb["test_mrr"], fb["test_hits@10"])
 
 
+@pytest.mark.slow
 def test_bad_options_name_the_closest_one(tmp_path):
     with pytest.raises(InputError, match="unknown option '--emb-dims'.*did you mean '--emb-dim'"):
         parse_args(["--part-config", "x.json", "--emb-dims", "8"])

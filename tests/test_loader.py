@@ -223,6 +223,7 @@ def test_loader_bad_input(graph):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_sampler_ranks_feed_trainers(mpirun, tmp_path):
     from hpcgnn.comm.mpi import MPI
 

@@ -59,6 +59,7 @@ def test_levels_from_the_command_line(capsys, level):
     assert "hidden" not in out and err == "shown\n"
 
 
+@pytest.mark.slow
 def test_quiet_training_prints_its_results_only(small, tmp_path):  # noqa: F811
     from conftest import clean_mpi_env
 

@@ -168,6 +168,7 @@ def _cli(mpirun, n, args, timeout=120):
 
 
 @pytest.mark.timeout(200)
+@pytest.mark.slow
 def test_cli_end_to_end(mpirun, tmp_path):
     src, dst, _ = planted_graph(2000, 6, 4, seed=13)
     path = str(tmp_path / "raw.h5")
@@ -191,6 +192,7 @@ def test_cli_end_to_end(mpirun, tmp_path):
 
 
 @pytest.mark.timeout(200)
+@pytest.mark.slow
 def test_cli_bad_input_exits_nonzero_on_all_ranks(mpirun, tmp_path):
     src, dst, _ = planted_graph(500, 4, 2, seed=14)
     path = str(tmp_path / "raw.h5")

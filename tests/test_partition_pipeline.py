@@ -178,6 +178,7 @@ def _csr(n, pairs):
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_parmetis_cut_close_to_serial_metis(shared_dir):
     from hpcgnn.partition import metis_part_kway
 

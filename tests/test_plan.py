@@ -108,6 +108,7 @@ def files(tmp_path_factory):
     return raw, model
 
 
+@pytest.mark.slow
 def test_cli_on_a_raw_file(files):
     raw, model = files
     res = hpcgnn(raw, "--node-memory", "1M", "--ranks-per-node", "2", "--model", model, "--json")
@@ -128,6 +129,7 @@ def test_cli_on_a_raw_file(files):
     assert text.returncode == 0 and "partition:" in text.stdout and "assumptions:" in text.stdout
 
 
+@pytest.mark.slow
 def test_cli_without_a_file_and_more_memory_fewer_nodes(files):
     _, model = files
     args = ["--num-nodes", "1000", "--num-edges", "20000", "--feat-dim", "8", "--ranks-per-node", "2",
@@ -144,6 +146,7 @@ def test_cli_without_a_file_and_more_memory_fewer_nodes(files):
     (["RAW", "--node-memory", "64G", "--ranks-per-node", "0"], "--ranks-per-node"),
     (["RAW", "--node-memory", "64G", "--model", "/nonexistent/m.json"], "/nonexistent/m.json"),
 ])
+@pytest.mark.slow
 def test_bad_input_gives_one_line(files, args, names):
     raw, _ = files
     res = hpcgnn(*[raw if a == "RAW" else a for a in args])

@@ -13,6 +13,9 @@ from conftest import ROOT, clean_mpi_env
 from hpcgnn.datasets import generate_hetero_graph
 from hpcgnn.partition import partition_graph
 
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch_geometric")
 SCRIPT = os.path.join(ROOT, "examples", "rgcn.py")
 SETTINGS = ["--epochs", "5", "--hidden", "32", "--fanouts", "8,4", "--lr", "0.01", "--dropout", "0.3"]

@@ -104,6 +104,7 @@ def _final(stdout):
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_users_model_resumes_bitwise(mpirun, small, tmp_path):
     pytest.importorskip("torch_geometric")
     import torch

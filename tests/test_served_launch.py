@@ -7,6 +7,9 @@ import pytest
 from hpcgnn.datasets import generate_graph
 from hpcgnn.partition import partition_graph
 
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "served_job.py")
 
 

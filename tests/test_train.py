@@ -89,6 +89,7 @@ def _full_batch_reference(raw, epochs, hidden):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_two_partitions_match_full_batch_pyg(mpirun, tmp_path):
     raw, cfg = _graph(str(tmp_path), 20000, 10, 32, 8, 1)
     res = _train(mpirun, cfg, tmp_path / "run", "--epochs", "4", "--batch-size", "256", "--hidden", "64",
@@ -115,6 +116,7 @@ def test_two_partitions_match_full_batch_pyg(mpirun, tmp_path):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.slow
 def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_path):
     _, cfg = small
     common = ["--epochs", "3", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--seed", "3"]
@@ -169,6 +171,7 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     assert fresh.returncode != 0 and "holds checkpoints of an earlier run" in fresh.stderr, fresh.stderr
 
 
+@pytest.mark.slow
 def test_a_run_dir_in_use_is_refused(tmp_path):
     """Two jobs writing one run_dir interleaved their logs and pruned each other's
     checkpoints; the second now stops.  The lock goes with the process."""
@@ -188,6 +191,7 @@ def test_a_run_dir_in_use_is_refused(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_sigusr1_checkpoints_and_exits_cleanly(small, tmp_path):
     _, cfg = small
     cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, SCRIPT, "--part-config", cfg, "--run-dir",
@@ -232,6 +236,7 @@ def test_config_rejects_unknown_keys_and_bad_values(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_bad_settings_end_every_rank_with_one_line(mpirun, tmp_path):
     """A bad flag gave each rank a traceback and the job an MPI_ABORT banner."""
     for args, words in ((["--part-config", "x.json", "--epochs", "0"], "epochs must be >= 1, got 0"),
@@ -242,6 +247,7 @@ def test_bad_settings_end_every_rank_with_one_line(mpirun, tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
     _, cfg = small
     res = _train(mpirun, cfg, tmp_path / "r1", "--label", "labels")
@@ -262,6 +268,7 @@ def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.slow
 def test_unlabelled_nodes_are_neither_trained_nor_scored(mpirun, tmp_path):
     """Label -1 (unlabelled, docs/format-raw.md) crashed the first step on a training
     node and was scored as a wrong answer on a test node; a label column given as a
@@ -330,6 +337,7 @@ def test_unlabelled_nodes_leave_the_shares_even(small, tmp_path, monkeypatch):
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.slow
 def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
     """Server-client layout: 2 nodes of [server, sampler] hold the partitions and
     produce the batches, a third node holds both trainers; the same script, no code
@@ -398,6 +406,7 @@ def test_run_log_draws_the_curve_at_most_every_plot_every_s(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_device_path_on_a_cpu_trains_as_the_host_path(small, tmp_path):
     """``--sample-on device`` on a CPU runs the GPU path's code on CPU tensors (the
     sampler's torch ops, batches staged by the loader's thread, blocks built there):

@@ -266,6 +266,7 @@ def test_a_config_without_digest_is_read_and_digest_edits_are_named(parts, tmp_p
 
 # -- hpcgnn verify ----------------------------------------------------------------------
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_verify_command_clean_and_corrupt(parts, tmp_path, capsys, mpirun):
     code, lines, summary = _verify(parts[0], capsys)
     assert code == 0 and lines == [] and summary["ok"] and summary["problems"] == 0
@@ -292,6 +293,7 @@ def test_verify_command_clean_and_corrupt(parts, tmp_path, capsys, mpirun):
 
 # -- end to end, under mpirun -----------------------------------------------------------
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_corrupt_features_end_the_launch_on_every_rank(parts, tmp_path, mpirun):
     cfg = _copy(parts[0], tmp_path)
     corrupt(_h5(cfg), "part1/node/feat")
@@ -306,6 +308,7 @@ def test_corrupt_features_end_the_launch_on_every_rank(parts, tmp_path, mpirun):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_verify_off_trains_on_nan_features_and_the_nan_loss_stops_it(parts, tmp_path, mpirun):
     """HPCGNN_VERIFY=0 loads a file whose features are NaN; the first step's loss is
     NaN and `hpcgnn train` stops there, on every trainer, exit status non-zero."""
@@ -323,6 +326,7 @@ def test_verify_off_trains_on_nan_features_and_the_nan_loss_stops_it(parts, tmp_
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_nan_loss_on_one_trainer_stops_every_trainer_and_keeps_the_checkpoint(parts, tmp_path, mpirun):
     run = tmp_path / "run"
     r = mpirun(4, [sys.executable, os.path.abspath(__file__), "--part-config", parts[0], "--run-dir", str(run),

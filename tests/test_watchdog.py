@@ -60,6 +60,7 @@ def test_peer_states_on_this_host(monkeypatch):
             child.wait()
 
 
+@pytest.mark.slow
 def test_a_process_stopped_and_woken_knows_it_was_stopped(monkeypatch):
     """A rank frozen while the others ended the job says so when woken, instead of
     calling the rank that caught it gone."""
@@ -82,6 +83,7 @@ def test_lost_peer_errors_are_recognised():
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_a_frozen_rank_ends_the_job_after_the_timeout_naming_it(mpirun):
     # without the watchdog this waits for ever (the launcher's timeout would raise here)
     res = mpirun(3, [sys.executable, "-c", SCRIPT, "2"], timeout=150, env={"HPCGNN_TIMEOUT": "5"})
@@ -110,6 +112,7 @@ def parts(tmp_path_factory):
 @pytest.mark.parametrize("sig,role", [(signal.SIGSTOP, "server"), (signal.SIGKILL, "server"),
                                       (signal.SIGKILL, "sampler")],
                          ids=["frozen-server", "killed-server", "killed-sampler"])
+@pytest.mark.slow
 def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, sig, role):
     """Trainers read the servers' rows through shared memory and never wait on them:
     the trainers' per-step watch names a server gone, or stopped past HPCGNN_TIMEOUT,
@@ -149,6 +152,7 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed-trainer", "frozen-trainer"])
+@pytest.mark.slow
 def test_a_trainer_killed_or_frozen_leaves_the_step_the_others_hold(parts, tmp_path, sig):
     """A trainer gone mid-training: the survivor's first line names it, and it writes
     the step it holds alone (no collective can include the dead trainer); --resume
@@ -220,6 +224,7 @@ def _world_ranks(tag: str) -> dict:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_rank_killed_while_partitioning_is_named(tmp_path):
     """A rank of ``hpcgnn partition`` killed mid-run: the survivor's first line names
     it, by its command (only Open MPI's line, with no role, said so before)."""
@@ -251,6 +256,7 @@ def test_a_rank_killed_while_partitioning_is_named(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_a_server_killed_during_the_final_inference_is_named(parts, tmp_path):
     """Layer-wise inference reads rows through shared memory and never waits on the
     servers: it watches them as the training steps do.  (Each rank's output is read

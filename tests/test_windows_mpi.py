@@ -303,6 +303,7 @@ def test_free_leaves_no_shared_memory_behind():
 
 # ---------------------------------------------------------------- TCP, servers and trainers
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_tcp_servers_and_trainers(mpirun):
     if world.Get_size() > 1 and world.Get_rank() != 0:
         return
@@ -320,6 +321,7 @@ def test_tcp_servers_and_trainers(mpirun):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.slow
 def test_gather_bench_runs_over_tcp_and_reports_ratios(mpirun):
     """bench/gather_bench.py (the issue's TCP command, tiny): one JSON line whose
     ratios are positive and whose routes are direct + rma."""

@@ -22,6 +22,9 @@ from conftest import ROOT
 from hpcgnn.datasets import generate_graph
 from hpcgnn.partition import partition_graph
 
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch_geometric")
 TESTS = os.path.join(ROOT, "tests")
 LAYOUT = ["--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2"]
