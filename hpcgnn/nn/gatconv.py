@@ -13,7 +13,7 @@ from torch import nn
 
 from ..errors import InputError
 from .compiled import CsrAttend
-from .graphops import Graph, aggregate, check_zero_in_degree, edge_softmax, split_feat, structure
+from .graphops import Graph, ZeroInDegreeCheck, aggregate, edge_softmax, split_feat
 
 __all__ = ["GATConv", "GATv2Conv"]
 
@@ -39,7 +39,7 @@ def _check_2d(layer: str, *feats) -> None:
             raise InputError(f"{layer}: expects 2-D features [nodes, in_feats], got shape {tuple(t.shape)}")
 
 
-class GATConv(nn.Module):
+class GATConv(ZeroInDegreeCheck, nn.Module):
     """Multi-head graph attention (Velickovic et al., GAT) on a block.
 
     ``forward(graph, feat, edge_weight=None, get_attention=False)`` returns
@@ -104,16 +104,10 @@ class GATConv(nn.Module):
             if self.res_fc.bias is not None:
                 nn.init.constant_(self.res_fc.bias, 0)
 
-    def set_allow_zero_in_degree(self, set_value):
-        """Turn the check for destinations without in-edges off (True) or on."""
-        self._allow_zero_in_degree = set_value
-
     def forward(self, graph, feat, edge_weight=None, get_attention=False):
         """Attention-weighted sum of the sources' projected features per destination."""
         name = type(self).__name__
-        g = structure(name, graph)
-        if not self._allow_zero_in_degree:
-            check_zero_in_degree(name, g)
+        g = self.checked_structure(graph)
         heads, out = self._num_heads, self._out_feats
         if isinstance(feat, (tuple, list)):
             src_in, dst_in = split_feat(name, g, feat, self._in_src_feats, self._in_dst_feats)
@@ -170,7 +164,7 @@ class GATConv(nn.Module):
         return CsrAttend.apply(feat_src, alpha, crow, col)
 
 
-class GATv2Conv(nn.Module):
+class GATv2Conv(ZeroInDegreeCheck, nn.Module):
     """GATv2 (Brody et al.) attention on a block: the nonlinearity sits between the
     projection and the attention vector, so the ranking of sources can depend on the
     destination.
@@ -229,16 +223,10 @@ class GATv2Conv(nn.Module):
             if self.bias:
                 nn.init.constant_(self.res_fc.bias, 0)
 
-    def set_allow_zero_in_degree(self, set_value):
-        """Turn the check for destinations without in-edges off (True) or on."""
-        self._allow_zero_in_degree = set_value
-
     def forward(self, graph, feat, get_attention=False):
         """Attention-weighted sum of the sources' ``fc_src`` features per destination."""
         name = type(self).__name__
-        g = structure(name, graph)
-        if not self._allow_zero_in_degree:
-            check_zero_in_degree(name, g)
+        g = self.checked_structure(graph)
         heads, out = self._num_heads, self._out_feats
         if isinstance(feat, (tuple, list)):
             src_in, dst_in = split_feat(name, g, feat, self._in_src_feats, self._in_dst_feats)

@@ -18,7 +18,7 @@ def _check_edge_weight(layer: str, g: ops.Graph, edge_weight) -> None:
         raise DGLError(f"{layer}: edge_weight has {edge_weight.shape[0]} entries, the block {g.num_edges} edges")
 
 
-class GraphConv(nn.Module):
+class GraphConv(ops.ZeroInDegreeCheck, nn.Module):
     """Kipf and Welling's graph convolution as DGL defines it: ``weight``
     ``[in_feats, out_feats]``, ``bias``; ``norm`` ``both`` (``1/sqrt`` of the
     source's out-degree and the destination's in-degree, counted in the block),
@@ -48,13 +48,8 @@ class GraphConv(nn.Module):
         if self.bias is not None:
             nn.init.zeros_(self.bias)
 
-    def set_allow_zero_in_degree(self, set_value: bool) -> None:
-        self._allow_zero_in_degree = set_value
-
     def forward(self, graph, feat, weight=None, edge_weight=None):
-        g = ops.structure("GraphConv", graph)
-        if not self._allow_zero_in_degree:
-            ops.check_zero_in_degree("GraphConv", g)
+        g = self.checked_structure(graph)
         _check_edge_weight("GraphConv", g, edge_weight)
         feat_src, feat_dst = ops.split_feat("GraphConv", g, feat, self._in_feats, None)
         if self._norm in ("left", "both"):

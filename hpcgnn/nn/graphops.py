@@ -153,3 +153,24 @@ def check_zero_in_degree(layer: str, g: Graph) -> None:
         raise DGLError(f"{layer}: the block has destination nodes without in-edges, whose output would be "
                        "invalid; add self-loops (hpcgnn generate --self-loops; docs/distributed.md), or build "
                        "the layer with allow_zero_in_degree=True")
+
+
+class ZeroInDegreeCheck:
+    """DGL's ``allow_zero_in_degree`` for a layer (a mixin): the layer's
+    ``_allow_zero_in_degree``, ``set_allow_zero_in_degree`` and
+    :meth:`checked_structure`."""
+
+    _allow_zero_in_degree = False
+
+    def set_allow_zero_in_degree(self, set_value: bool) -> None:
+        """Turn the check for destinations without in-edges off (True) or on."""
+        self._allow_zero_in_degree = set_value
+
+    def checked_structure(self, graph) -> Graph:
+        """``graph``'s structure (:func:`structure`), refused when it has destinations
+        without in-edges and the layer does not allow them."""
+        name = type(self).__name__
+        g = structure(name, graph)
+        if not self._allow_zero_in_degree:
+            check_zero_in_degree(name, g)
+        return g
