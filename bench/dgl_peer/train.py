@@ -24,7 +24,6 @@ import json
 import os
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -98,6 +97,39 @@ def full_graph_inference(g, model, batch, pb):
     return x
 
 
+def train_epochs(g, model, ddp, opt, loader, a, rank: int) -> None:
+    """``a.epochs`` epochs of ``a.epoch_steps`` steps (all when 0), the user's loop as
+    DGL's tutorial writes it; trainer 0 prints one JSON line per epoch with the time
+    spent sampling, reading features and computing."""
+    for epoch in range(a.epochs):
+        model.train()
+        sample = fetch = compute = 0.0
+        steps = edges = 0
+        start = tic = time.perf_counter()
+        for input_nodes, seeds, blocks in loader:
+            t1 = time.perf_counter()
+            x = g.ndata["feat"][input_nodes]
+            y = g.ndata["label"][seeds]
+            t2 = time.perf_counter()
+            loss = F.cross_entropy(ddp(blocks, x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            edges += sum(b.num_edges() for b in blocks)
+            steps += 1
+            t3 = time.perf_counter()
+            sample, fetch, compute = sample + t1 - tic, fetch + t2 - t1, compute + t3 - t2
+            tic = t3
+            if a.epoch_steps and steps == a.epoch_steps:
+                break
+        epoch_s = time.perf_counter() - start
+        if rank == 0:
+            print(json.dumps({"kind": "epoch", "epoch": epoch, "steps": steps, "epoch_s": round(epoch_s, 4),
+                              "sample_s": round(sample, 4), "fetch_s": round(fetch, 4),
+                              "compute_s": round(compute, 4), "sampled_edges_per_s": round(edges / epoch_s),
+                              "loss": round(float(loss), 4)}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ip-config", required=True)
@@ -130,33 +162,7 @@ def main():
                 num_layers=len(a.fanouts.split(",")))
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)
-    for epoch in range(a.epochs):
-        model.train()
-        sample = fetch = compute = 0.0
-        steps = edges = 0
-        start = tic = time.perf_counter()
-        for input_nodes, seeds, blocks in loader:
-            t1 = time.perf_counter()
-            x = g.ndata["feat"][input_nodes]
-            y = g.ndata["label"][seeds]
-            t2 = time.perf_counter()
-            loss = F.cross_entropy(ddp(blocks, x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            edges += sum(b.num_edges() for b in blocks)
-            steps += 1
-            t3 = time.perf_counter()
-            sample, fetch, compute = sample + t1 - tic, fetch + t2 - t1, compute + t3 - t2
-            tic = t3
-            if a.epoch_steps and steps == a.epoch_steps:
-                break
-        epoch_s = time.perf_counter() - start
-        if rank == 0:
-            print(json.dumps({"kind": "epoch", "epoch": epoch, "steps": steps, "epoch_s": round(epoch_s, 4),
-                              "sample_s": round(sample, 4), "fetch_s": round(fetch, 4),
-                              "compute_s": round(compute, 4), "sampled_edges_per_s": round(edges / epoch_s),
-                              "loss": round(float(loss), 4)}), flush=True)
+    train_epochs(g, model, ddp, opt, loader, a, rank)
     model.eval()
     t = time.perf_counter()
     logits = full_graph_inference(g, model, 10000, pb)

@@ -17,7 +17,6 @@ Adam 0.003, dropout 0.5, ``--epoch-steps`` steps per epoch).
 import argparse
 import json
 import os
-import time
 
 import torch
 import torch.nn as nn
@@ -26,7 +25,7 @@ import dgl
 import dgl.distributed.rpc_client as rpc_client
 from dgl.nn import RelGraphConv
 
-from train import Net       # bench/dgl_peer/train.py: DGL's GAT model of the zoo
+from train import Net, train_epochs      # bench/dgl_peer/train.py: DGL's GAT model of the zoo, its loop
 
 
 class RGCN(nn.Module):
@@ -86,33 +85,7 @@ def main():
         model = RGCN(in_dim, a.hidden, a.classes, a.num_rels, a.regularizer, a.num_bases, a.dropout)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)
-    for epoch in range(a.epochs):
-        model.train()
-        sample = fetch = compute = 0.0
-        steps = edges = 0
-        start = tic = time.perf_counter()
-        for input_nodes, seeds, blocks in loader:
-            t1 = time.perf_counter()
-            x = g.ndata["feat"][input_nodes]
-            y = g.ndata["label"][seeds]
-            t2 = time.perf_counter()
-            loss = F.cross_entropy(ddp(blocks, x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            edges += sum(b.num_edges() for b in blocks)
-            steps += 1
-            t3 = time.perf_counter()
-            sample, fetch, compute = sample + t1 - tic, fetch + t2 - t1, compute + t3 - t2
-            tic = t3
-            if a.epoch_steps and steps == a.epoch_steps:
-                break
-        epoch_s = time.perf_counter() - start
-        if rank == 0:
-            print(json.dumps({"kind": "epoch", "epoch": epoch, "steps": steps, "epoch_s": round(epoch_s, 4),
-                              "sample_s": round(sample, 4), "fetch_s": round(fetch, 4),
-                              "compute_s": round(compute, 4), "sampled_edges_per_s": round(edges / epoch_s),
-                              "loss": round(float(loss), 4)}), flush=True)
+    train_epochs(g, model, ddp, opt, loader, a, rank)
     if rank == 0:
         print(json.dumps({"kind": "final", "model": a.model, "test_acc": None, "inference_s": None}), flush=True)
     g.barrier()
