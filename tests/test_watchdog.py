@@ -290,3 +290,24 @@ def test_a_link_slower_than_its_first_epoch_is_reported_once():
     assert w.check(3, slow) == []                                  # once per link
     few = {"c -> d": {"mb": 0.01, "mb_per_s": 0.1, "slowest_s": 0.1, "reads": 3}}
     assert w.check(0, few) == [] and w.check(1, few) == []         # too few reads to judge
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "nan", "0", "inf"])
+def test_a_bad_finish_timeout_is_named(monkeypatch, value):
+    from hpcgnn.comm import failure
+
+    monkeypatch.setenv("HPCGNN_FINISH_TIMEOUT", value)
+    with pytest.raises(ValueError, match=f"HPCGNN_FINISH_TIMEOUT='{value}': expected a positive number of seconds"):
+        failure.finish_timeout_s()
+
+
+def test_the_finish_timeout_falls_back_to_hpcgnn_timeout(monkeypatch):
+    from hpcgnn.comm import failure
+
+    monkeypatch.delenv("HPCGNN_FINISH_TIMEOUT", raising=False)
+    monkeypatch.delenv("HPCGNN_TIMEOUT", raising=False)
+    assert failure.finish_timeout_s() == failure.FINISH_TIMEOUT_S
+    monkeypatch.setenv("HPCGNN_TIMEOUT", "42")
+    assert failure.finish_timeout_s() == 42.0
+    monkeypatch.setenv("HPCGNN_FINISH_TIMEOUT", "7.5")
+    assert failure.finish_timeout_s() == 7.5
