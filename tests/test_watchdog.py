@@ -292,6 +292,30 @@ def test_a_link_slower_than_its_first_epoch_is_reported_once():
     assert w.check(0, few) == [] and w.check(1, few) == []         # too few reads to judge
 
 
+@pytest.mark.timeout(60)
+def test_a_wait_that_does_without_a_gone_rank_is_not_ended_for_it(monkeypatch):
+    """A trainer waiting for a batch from its sampler finds a dead sampler itself and
+    makes the batch (``gone_ok``): the watchdog must not end the job first (it raced
+    the wait's own check under load); an ordinary wait on that rank is ended."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = os.uname().nodename
+    monkeypatch.setattr(peers, "TABLE", {0: ("trainer", 0, host, os.getpid()), 1: ("sampler", 0, host, dead.pid),
+                                         2: ("trainer", 0, host, os.getpid())})
+    ended = []
+    monkeypatch.setattr(watchdog, "_end_job", lambda *args, **kw: ended.append((args, kw)))
+    assert peers.state(1) == "gone"
+    with watchdog.waiting("a batch from sampler rank 1", (1,), gone_ok=True):
+        time.sleep(4 * watchdog.TICK_S)
+    assert ended == []
+    with watchdog.waiting("a batch from sampler rank 1", (1,)):
+        for _ in range(100):
+            if ended:
+                break
+            time.sleep(watchdog.TICK_S / 4)
+    assert ended and "rank 1 (sampler, node 0" in ended[0][1]["line"], ended
+
+
 @pytest.mark.parametrize("value", ["abc", "-5", "nan", "0", "inf"])
 def test_a_bad_finish_timeout_is_named(monkeypatch, value):
     from hpcgnn.comm import failure
