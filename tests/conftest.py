@@ -69,7 +69,8 @@ def _seen_popen(self, args, *rest, **kw):
         log = os.environ.get("HPCGNN_TEST_LAUNCH_LOG")
         if log:
             with open(log, "a") as f:
-                f.write(f"{where}\t{' '.join(str(a) for a in argv)[:300]}\n")
+                cmd = " ".join(str(a) for a in argv).replace("\n", "\\n")[:300]    # one line per launch
+                f.write(f"{where}\t{cmd}\n")
     _popen_init(self, args, *rest, **kw)
 
 

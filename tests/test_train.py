@@ -40,6 +40,24 @@ def small(tmp_path_factory):
     return _graph(str(tmp_path_factory.mktemp("small")), 3000, 8, 8, 4, 5)
 
 
+#: the short runs compared bitwise (cut and resumed vs not; co-located vs sampler ranks):
+#: the co-located trainers read their rows in place, the sampler ranks send copies
+SHORT = ["--epochs", "3", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--seed", "3",
+         "--progress", "off", "--feature-rows", "refs", "--cache-bytes", "100000"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(small, tmp_path_factory):
+    """One co-located short run, read by the resume and the separate-mode tests:
+    ``(CompletedProcess, run_dir)``."""
+    from conftest import mpi_launch
+
+    run = tmp_path_factory.mktemp("short") / "a"
+    res = _train(mpi_launch, small[1], run, *SHORT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res, run
+
+
 def _train(mpirun, cfg, run_dir, *extra, timeout=300, gpus=False):
     args = [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(run_dir), *LAYOUT, *extra]
     return mpirun(4, args, timeout=timeout, gpus=gpus)
@@ -117,11 +135,10 @@ def test_two_partitions_match_full_batch_pyg(mpirun, tmp_path):
 
 @pytest.mark.timeout(600)
 @pytest.mark.slow
-def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_path):
+def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, uninterrupted, tmp_path):
     _, cfg = small
-    common = ["--epochs", "3", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--seed", "3"]
-    full = _train(mpirun, cfg, tmp_path / "a", *common)
-    assert full.returncode == 0, full.stdout + full.stderr
+    common = SHORT
+    full, full_dir = uninterrupted
     cut = _train(mpirun, cfg, tmp_path / "b", *common, "--checkpoint-every", "7", "--max-steps", "25")
     assert cut.returncode == 0, cut.stdout + cut.stderr
     assert "stopped at step 25" in cut.stdout
@@ -135,7 +152,7 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     again = _train(mpirun, cfg, tmp_path / "b", *common, "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "resumed from" in again.stdout and "at step 25" in again.stdout
-    a = torch.load(tmp_path / "a" / "model.pt")
+    a = torch.load(full_dir / "model.pt")
     b = torch.load(tmp_path / "b" / "model.pt")
     assert a.keys() == b.keys()
     for k in a:
@@ -143,14 +160,15 @@ def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, tmp_
     assert _final(full.stdout)["test_acc"] == _final(again.stdout)["test_acc"]
     # every epoch's log row has the same training loss and accuracy, the epoch cut at
     # step 25 too (its totals before the stop travel in the checkpoint)
-    rows = {k: [json.loads(ln) for ln in (tmp_path / k / "log.jsonl").read_text().splitlines()] for k in "ab"}
+    rows = {k: [json.loads(ln) for ln in (d / "log.jsonl").read_text().splitlines()]
+            for k, d in (("a", full_dir), ("b", tmp_path / "b"))}
     rows = {k: [r for r in v if r["kind"] == "epoch"] for k, v in rows.items()}
     assert [r["epoch"] for r in rows["b"]] == [0, 1, 2]
     assert 25 % rows["a"][0]["steps"] != 0          # the stop fell inside an epoch
     for x, y in zip(rows["a"], rows["b"]):
         assert y["loss"] == pytest.approx(x["loss"], rel=1e-5) and y["train_acc"] == x["train_acc"], (x, y)
     # a checkpoint of another model is refused before training
-    other = _train(mpirun, cfg, tmp_path / "b", *common[:-4], "--hidden", "32", "--fanouts", "4,3", "--resume")
+    other = _train(mpirun, cfg, tmp_path / "b", *common, "--hidden", "32", "--resume")     # the last --hidden counts
     assert other.returncode != 0
     assert "checkpoint field 'model'" in other.stderr and "step-" in other.stderr
     # a damaged newest checkpoint (a job killed while writing) is skipped, and said so;
@@ -346,7 +364,7 @@ def test_unlabelled_nodes_leave_the_shares_even(small, tmp_path, monkeypatch):
 
 @pytest.mark.timeout(400)
 @pytest.mark.slow
-def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
+def test_separate_mode_trains_the_same_model(mpirun, small, uninterrupted, tmp_path):
     """Server-client layout: 2 nodes of [server, sampler] hold the partitions and
     produce the batches, a third node holds both trainers; the same script, no code
     change, and - batches being a function of the settings only - bitwise the same
@@ -354,21 +372,18 @@ def test_separate_mode_trains_the_same_model(mpirun, small, tmp_path):
     read their feature rows in place (``--feature-rows refs``), the sampler ranks
     send copies: the same numbers."""
     _, cfg = small
-    common = ["--epochs", "2", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--progress", "off",
-              "--feature-rows", "refs", "--cache-bytes", "100000"]
-    here = _train(mpirun, cfg, tmp_path / "co", *common)
-    assert here.returncode == 0, here.stdout + here.stderr
+    here, here_dir = uninterrupted
     assert "features refs" in here.stdout
     args = [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "sep"), "--layout",
-            "server_nodes=2,servers=1,samplers=1,trainers=2", "--ranks-per-node", "2", *common]
+            "server_nodes=2,servers=1,samplers=1,trainers=2", "--ranks-per-node", "2", *SHORT]
     sep = mpirun(6, args, timeout=300)
     assert sep.returncode == 0, sep.stdout + sep.stderr
     assert "loader mode samplers" in sep.stdout and "features copy" in sep.stdout
-    a, b = torch.load(tmp_path / "co" / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
+    a, b = torch.load(here_dir / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
     for out in (here.stdout, sep.stdout):         # the cache (on trainers, on sampler ranks) reports its hits
         rates = [json.loads(line)["cache_hit_rate"] for line in out.splitlines() if '"kind": "epoch"' in line]
-        assert len(rates) == 2 and all(0 < r <= 1 for r in rates), out
+        assert len(rates) == 3 and all(0 < r <= 1 for r in rates), out
     assert _final(here.stdout)["test_acc"] == _final(sep.stdout)["test_acc"]
 
 
