@@ -43,6 +43,7 @@ class BatchChannel:
     def __init__(self, ctx):
         self.comm = ctx.world.Dup()
         self.rank = ctx.rank
+        self._cut_short: list = []           # receives of frames whose sampler died mid-frame
 
     # -- requests -------------------------------------------------------------
     def request(self, dest: int, msg: tuple) -> None:
@@ -68,27 +69,43 @@ class BatchChannel:
 
     def recv_frame(self, source: int, lid: int):
         """Receive the next frame of loader ``lid`` from ``source``: ``(header, arrays)``,
-        or None once ``source`` is a rank of this host whose process is gone (its frame
-        will never come: the caller makes do without it)."""
+        or None once ``source`` is a rank of this host whose process is gone, before
+        or during the frame (it will never come whole: the caller makes do without
+        it).  A gone sampler is this wait's to find, not the watchdog's (the trainer
+        makes its batches); the time limit still applies."""
         tag = FRAME_TAG + lid
-        what = f"a batch from sampler rank {source}"       # world ranks (a Dup)
-        # until the frame starts, a gone sampler is this loop's to find (the trainer makes its batches)
-        with watchdog.waiting(what, (source,), gone_ok=True):
-            pause = 0.0
-            while not self.comm.iprobe(source=source, tag=tag):
-                if peers.state(source) == "gone":
-                    return None
-                pause = min(2 * pause or 1e-5, 1e-3)         # first checks at once, then every ms
-                time.sleep(pause)
-        with watchdog.waiting(what, (source,)):                # a frame cut short ends the job
-            header, meta = self.comm.recv(source=source, tag=tag)
-            arrays = []
-            for dt, shape in meta:
-                a = np.empty(shape, dtype=np.dtype(dt))
-                for piece in _pieces(a):
-                    self.comm.Recv(piece, source=source, tag=tag)
-                arrays.append(a)
+        with watchdog.waiting(f"a batch from sampler rank {source}", (source,), gone_ok=True):  # world ranks
+            if not self._arrived(lambda: self.comm.iprobe(source=source, tag=tag), source):
+                return None
+            header, meta = self.comm.recv(source=source, tag=tag)      # small: here once probed
+            arrays = [np.empty(shape, dtype=np.dtype(dt)) for dt, shape in meta]
+            reqs = [self.comm.Irecv(piece, source=source, tag=tag) for a in arrays for piece in _pieces(a)]
+            if not self._arrived(lambda: MPI.Request.Testall(reqs), source, spin=True):
+                self._cut_short.append((reqs, arrays))   # never completed: their buffers stay alive
+                return None
         return header, arrays
+
+    @staticmethod
+    def _arrived(test, source: int, spin: bool = False) -> bool:
+        """Poll ``test()`` until it is true (True), or until ``source`` is gone (False).
+        Waiting for a frame: at once first, then every ms at most.  With ``spin``
+        (a frame's arrays in flight, whose transfer each test drives) without sleeping,
+        as a blocking receive would, looking at ``source`` every ms."""
+        pause, looked = 0.0, time.monotonic()
+        while not test():
+            if spin:
+                now = time.monotonic()
+                if now - looked >= 1e-3:
+                    if peers.state(source) == "gone":
+                        return False
+                    looked = now
+                time.sleep(0)
+                continue
+            if peers.state(source) == "gone":
+                return False
+            pause = min(2 * pause or 1e-5, 1e-3)
+            time.sleep(pause)
+        return True
 
     @staticmethod
     def done(reqs: list) -> bool:
