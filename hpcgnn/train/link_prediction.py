@@ -68,7 +68,7 @@ from .model import SAGE
 from .zoo import build_model, input_style
 from .common import check_run_dir, finalize_and_report, run_or_exit, seed_all, settings_or_exit, start
 from .common import allsum as _allsum
-from .runtime import Trainer
+from .trainer import Trainer
 
 
 # --------------------------------------------------------------------------- held-out edges

@@ -1,7 +1,7 @@
 """Node classification on a partitioned graph, under one MPI launch: GraphSAGE by
 default, or any model of the zoo (``--model gcn|gat|gin|sage-pyg``) or a user's
 own ``nn.Module`` (``--model package.module:ClassName``), trained by the runtime
-(:class:`~hpcgnn.train.runtime.Trainer`).
+(:class:`~hpcgnn.train.trainer.Trainer`).
 
 Run on every rank (``mpirun -n R python examples/node_classification.py ...`` or
 ``hpcgnn train ...``); servers and samplers serve inside :func:`hpcgnn.initialize`,
@@ -45,7 +45,7 @@ from .config import TrainConfig, parse_args
 from .floor import model_floor
 from .inference import layerwise_inference
 from .model import SAGE
-from .runtime import Trainer
+from .trainer import Trainer
 from .zoo import build_model, has_layers, input_style
 
 

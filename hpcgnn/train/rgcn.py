@@ -1,5 +1,5 @@
 """Node classification on a heterogeneous graph with an R-GCN (``--model rgat``: an
-R-GAT), under one MPI launch, trained by the runtime (:class:`~hpcgnn.train.runtime.Trainer`).
+R-GAT), under one MPI launch, trained by the runtime (:class:`~hpcgnn.train.trainer.Trainer`).
 
 Run on every rank (``mpirun -n R python examples/rgcn.py ...`` or ``hpcgnn train
 --task rgcn ...``).  The seeds are the nodes of one type (``seed_type``, default:
@@ -33,7 +33,7 @@ from .common import (allsum, check_run_dir, finalize_and_report, labelled_ids, l
                      run_or_exit, seed_all, settings_or_exit, start)
 from .config import HELP, TrainConfig, parse_settings
 from .hetero_model import RGCN
-from .runtime import Trainer
+from .trainer import Trainer
 
 
 @dataclasses.dataclass

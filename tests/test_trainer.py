@@ -3,7 +3,7 @@ GAT with dropout, written here, not in the package): a run stopped by ``max_step
 and resumed from its checkpoint ends with bitwise the model of an uninterrupted run.
 
 This file is also the training script the test launches under a child mpirun
-(``python tests/test_runtime.py --part-config ...``): 4 ranks, 2 virtual hosts of a
+(``python tests/test_trainer.py --part-config ...``): 4 ranks, 2 virtual hosts of a
 server and a trainer each."""
 import argparse
 import json
