@@ -113,18 +113,10 @@ def mpirun():
 def shared_tmp():
     """A temporary directory common to every rank of the run (rank 0 makes it and
     removes it after the test); pytest's ``tmp_path`` is per rank."""
-    import shutil
-    import tempfile
+    from hpcgnn.testing import shared_tmpdir
 
-    from hpcgnn.comm.mpi import MPI
-
-    comm = MPI.COMM_WORLD
-    path = tempfile.mkdtemp(prefix="hpcgnn-test-") if comm.Get_rank() == 0 else None
-    path = comm.bcast(path, root=0)
-    yield path
-    comm.Barrier()
-    if comm.Get_rank() == 0:
-        shutil.rmtree(path, ignore_errors=True)
+    with shared_tmpdir() as path:
+        yield path
 
 
 def served_layout(size):

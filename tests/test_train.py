@@ -1,7 +1,9 @@
-"""End-to-end training (examples/node_classification.py) under mpirun: accuracy
-against a single-process full-batch PyG reference and an MLP, bitwise resume from
-a checkpoint, SIGUSR1 -> checkpoint and clean exit, and bad input ending the job
-before training with a clear message."""
+"""Training (examples/node_classification.py) where a launch of its own is the point:
+a bad flag ends the launch with one line, SIGUSR1 checkpoints and exits cleanly, the
+separate-mode layout (6 ranks) trains the co-located run's model bitwise; and the
+settings, the run directory's lock, the curve and the one-rank device path in this
+process.  Accuracy, resume and bad input: whole jobs in the 4-rank pass
+(tests/test_train_mpi.py)."""
 import json
 import os
 import signal
@@ -18,7 +20,9 @@ from conftest import ROOT, clean_mpi_env
 from hpcgnn.datasets import generate_graph
 from hpcgnn.errors import InputError
 from hpcgnn.partition import partition_graph
+from hpcgnn.testing import run_job
 from hpcgnn.train.config import parse_args
+from hpcgnn.train.node_classification import main
 
 pytest.importorskip("torch_geometric")
 SCRIPT = os.path.join(ROOT, "examples", "node_classification.py")
@@ -67,126 +71,6 @@ def _final(stdout):
     rows = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith('{"kind": "final"')]
     assert rows, stdout
     return rows[-1]
-
-
-def _full_batch_reference(raw, epochs, hidden):
-    """Single-process full-batch PyG GraphSAGE and an MLP on the raw graph."""
-    import torch.nn.functional as F
-    from torch_geometric.nn import SAGEConv
-
-    with h5py.File(raw) as f:
-        ei = torch.from_numpy(np.stack([f["edges/src"][:], f["edges/dst"][:]])).long()
-        x = torch.from_numpy(f["nodes/data/feat"][:]).float()
-        y = torch.from_numpy(f["nodes/data/label"][:]).long()
-        tr, te = (torch.from_numpy(f[f"nodes/data/{k}"][:]).bool() for k in ("train_mask", "test_mask"))
-    torch.manual_seed(0)
-    C = int(y.max()) + 1
-
-    class Sage(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.c1, self.c2 = SAGEConv(x.shape[1], hidden), SAGEConv(hidden, C)
-
-        def forward(self, x):
-            return self.c2(F.dropout(F.relu(self.c1(x, ei)), 0.5, self.training), ei)
-
-    mlp = torch.nn.Sequential(torch.nn.Linear(x.shape[1], hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, C))
-    acc = {}
-    for name, model in (("sage", Sage()), ("mlp", mlp)):
-        opt = torch.optim.Adam(model.parameters(), lr=0.01)
-        for _ in range(epochs):
-            model.train()
-            loss = F.cross_entropy(model(x)[tr], y[tr])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        model.eval()
-        with torch.no_grad():
-            acc[name] = float((model(x).argmax(1)[te] == y[te]).float().mean())
-    return acc
-
-
-@pytest.mark.timeout(600)
-@pytest.mark.slow
-def test_two_partitions_match_full_batch_pyg(mpirun, tmp_path):
-    raw, cfg = _graph(str(tmp_path), 20000, 10, 32, 8, 1)
-    res = _train(mpirun, cfg, tmp_path / "run", "--epochs", "4", "--batch-size", "256", "--hidden", "64",
-                 "--fanouts", "10,10", "--lr", "0.01")
-    assert res.returncode == 0, res.stdout + res.stderr
-    ours = _final(res.stdout)["test_acc"]
-    ref = _full_batch_reference(raw, 100, 64)
-    assert abs(ours - ref["sage"]) <= 0.02, (ours, ref)
-    assert ours > ref["mlp"] + 0.1, (ours, ref)
-    assert res.stdout.strip().splitlines()[-1] == f"test accuracy: {ours:.4f}"
-    # the peak RSS of each role's ranks, gathered at finalize (2 x [server, trainer])
-    memory = [json.loads(ln) for ln in res.stdout.splitlines() if ln.startswith('{"kind": "memory"')]
-    assert len(memory) == 1, res.stdout
-    roles = memory[0]["roles"]
-    assert sorted(roles) == ["server", "trainer"] and all(r["ranks"] == 2 for r in roles.values())
-    for r in roles.values():
-        assert 10 << 20 < r["peak_rss_bytes_max"] <= r["peak_rss_bytes_sum"] <= 2 * r["peak_rss_bytes_max"], r
-    run = tmp_path / "run"
-    for name in ("log.jsonl", "metrics.csv", "curve.png", "model.pt"):
-        assert (run / name).stat().st_size > 0, name
-    epochs = [json.loads(ln) for ln in (run / "log.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in epochs if r["kind"] == "epoch"] == [0, 1, 2, 3]
-    assert all(r["wait_s"] >= 0 and r["sampled_edges_per_s"] > 0 for r in epochs if r["kind"] == "epoch")
-
-
-@pytest.mark.timeout(600)
-@pytest.mark.slow
-def test_resume_gives_the_same_model_as_an_uninterrupted_run(mpirun, small, uninterrupted, tmp_path):
-    _, cfg = small
-    common = SHORT
-    full, full_dir = uninterrupted
-    cut = _train(mpirun, cfg, tmp_path / "b", *common, "--checkpoint-every", "7", "--max-steps", "25")
-    assert cut.returncode == 0, cut.stdout + cut.stderr
-    assert "stopped at step 25" in cut.stdout
-    ckpts = sorted(os.listdir(tmp_path / "b" / "checkpoints"))
-    assert "step-25.h5" in ckpts and not any(c.endswith(".tmp") for c in ckpts)
-    # resumed at its limit, a run stops at once: no step beyond it
-    same = _train(mpirun, cfg, tmp_path / "b", *common, "--max-steps", "25", "--resume")
-    assert same.returncode == 0, same.stdout + same.stderr
-    assert "stopped at step 25 (max_steps=25)" in same.stdout
-    assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ckpts
-    again = _train(mpirun, cfg, tmp_path / "b", *common, "--resume")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "resumed from" in again.stdout and "at step 25" in again.stdout
-    a = torch.load(full_dir / "model.pt")
-    b = torch.load(tmp_path / "b" / "model.pt")
-    assert a.keys() == b.keys()
-    for k in a:
-        assert torch.equal(a[k], b[k]), k
-    assert _final(full.stdout)["test_acc"] == _final(again.stdout)["test_acc"]
-    # every epoch's log row has the same training loss and accuracy, the epoch cut at
-    # step 25 too (its totals before the stop travel in the checkpoint)
-    rows = {k: [json.loads(ln) for ln in (d / "log.jsonl").read_text().splitlines()]
-            for k, d in (("a", full_dir), ("b", tmp_path / "b"))}
-    rows = {k: [r for r in v if r["kind"] == "epoch"] for k, v in rows.items()}
-    assert [r["epoch"] for r in rows["b"]] == [0, 1, 2]
-    assert 25 % rows["a"][0]["steps"] != 0          # the stop fell inside an epoch
-    for x, y in zip(rows["a"], rows["b"]):
-        assert y["loss"] == pytest.approx(x["loss"], rel=1e-5) and y["train_acc"] == x["train_acc"], (x, y)
-    # a checkpoint of another model is refused before training
-    other = _train(mpirun, cfg, tmp_path / "b", *common, "--hidden", "32", "--resume")     # the last --hidden counts
-    assert other.returncode != 0
-    assert "checkpoint field 'model'" in other.stderr and "step-" in other.stderr
-    # a damaged newest checkpoint (a job killed while writing) is skipped, and said so;
-    # a new learning rate applies, and is said
-    bad = tmp_path / "b" / "checkpoints" / "step-99999.h5"
-    bad.write_bytes(b"not hdf5" * 100)
-    back = _train(mpirun, cfg, tmp_path / "b", *common, "--resume", "--max-steps", "25", "--lr", "0.1")
-    assert back.returncode == 0, back.stdout + back.stderr
-    assert f"skipping {bad}: not a readable checkpoint" in back.stdout
-    assert not bad.exists() and (bad.parent / "step-99999.h5.bad").exists()
-    assert "resumed from" in back.stdout and "step-25.h5 at step 25" in back.stdout
-    assert "learning rate 0.003 (checkpoint) -> 0.1 (this run)" in back.stdout
-    logged = [json.loads(ln) for ln in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
-    before = list(range(25 // rows["a"][0]["steps"]))        # the epochs complete at step 25
-    assert [r["epoch"] for r in logged if r["kind"] == "epoch"] == before   # later rows dropped
-    # a fresh run in a run_dir with checkpoints is refused (its own would be pruned)
-    fresh = _train(mpirun, cfg, tmp_path / "b", *common)
-    assert fresh.returncode != 0 and "holds checkpoints of an earlier run" in fresh.stderr, fresh.stderr
 
 
 @pytest.mark.slow
@@ -270,58 +154,6 @@ def test_a_bad_task_is_named_before_any_launch(capsys, argv):
 
     assert cli_train.main_argv(argv) == 2
     assert "hpcgnn train: error: --task must be 'node' (node classification)" in capsys.readouterr().err
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.slow
-def test_bad_input_ends_the_job_before_training(mpirun, small, tmp_path):
-    _, cfg = small
-    res = _train(mpirun, cfg, tmp_path / "r1", "--label", "labels")
-    assert res.returncode != 0 and "has no node feature 'labels' (setting label)" in res.stderr
-    assert "epoch" not in res.stdout
-    # agreed by every trainer: one line each, the servers released, no traceback or abort
-    assert "Traceback" not in res.stderr and "MPI_ABORT" not in res.stderr, res.stderr
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    res = _train(mpirun, cfg, blocker / "run")
-    assert res.returncode != 0 and "cannot be created or written" in res.stderr
-    res = _train(mpirun, cfg, tmp_path / "r2", "--train-mask", "one_mask")
-    assert res.returncode != 0 and "1 training nodes (one_mask) for 2 trainers" in res.stderr
-    out_cfg = partition_graph(small[0], str(tmp_path / "out_parts"), 2, edge_dir="out")
-    res = _train(mpirun, out_cfg, tmp_path / "r3")
-    assert res.returncode != 0 and "edge_dir='out'; training samples in-edges: repartition it with --edge-dir in" \
-        in res.stderr
-
-
-@pytest.mark.timeout(400)
-@pytest.mark.slow
-def test_unlabelled_nodes_are_neither_trained_nor_scored(mpirun, tmp_path):
-    """Label -1 (unlabelled, docs/format-raw.md) crashed the first step on a training
-    node and was scored as a wrong answer on a test node; a label column given as a
-    mask made every nonzero node a training node; an out-of-range class crashed."""
-    raw = os.path.join(str(tmp_path), "g.h5")
-    generate_graph(raw, None, 1500, 8, 8, 4, seed=7, name="g")
-    with h5py.File(raw, "a") as f:
-        lab = f["nodes/data/label"][:]
-        tr, te = f["nodes/data/train_mask"][:].astype(bool), f["nodes/data/test_mask"][:].astype(bool)
-        lab[np.flatnonzero(tr)[::3]] = -1
-        lab[te] = -1
-        f["nodes/data/label"][:] = lab
-        bad = lab.copy()
-        bad[np.flatnonzero(tr)[1]] = 7
-        f["nodes/data/bad_label"] = bad
-    cfg = partition_graph(raw, os.path.join(str(tmp_path), "parts"), 2)
-    common = ["--epochs", "1", "--batch-size", "100", "--hidden", "16", "--fanouts", "4,3", "--progress", "off"]
-    res = _train(mpirun, cfg, tmp_path / "r", *common)
-    assert res.returncode == 0, res.stdout + res.stderr
-    final = _final(res.stdout)
-    assert final["test_acc"] is None and 0 < final["val_acc"] <= 1
-    assert "test accuracy: n/a (no labelled nodes in the set)" in res.stdout
-    res = _train(mpirun, cfg, tmp_path / "r2", *common, "--label", "bad_label")
-    assert res.returncode != 0 and "'bad_label' (setting label) holds 7 at node" in res.stderr
-    assert "epoch" not in res.stdout
-    res = _train(mpirun, cfg, tmp_path / "r3", *common, "--train-mask", "label")
-    assert res.returncode != 0 and "'label' (setting train_mask) is not a 0/1 mask" in res.stderr
 
 
 @pytest.mark.timeout(120)
@@ -430,19 +262,18 @@ def test_run_log_draws_the_curve_at_most_every_plot_every_s(tmp_path):
 
 @pytest.mark.timeout(300)
 @pytest.mark.slow
-def test_device_path_on_a_cpu_trains_as_the_host_path(small, tmp_path):
+def test_device_path_on_a_cpu_trains_as_the_host_path(small, tmp_path, capfd):
     """``--sample-on device`` on a CPU runs the GPU path's code on CPU tensors (the
     sampler's torch ops, batches staged by the loader's thread, blocks built there):
     it reaches the host path's accuracy, reports the device columns, and
-    ``--floor-steps`` adds the model-only floor."""
+    ``--floor-steps`` adds the model-only floor.  (One-rank jobs, in this process.)"""
     _, cfg = small
     common = ["--layout", "servers=0,samplers=0,trainers=1", "--device", "cpu", "--epochs", "3", "--batch-size",
               "64", "--hidden", "32", "--fanouts", "5,5", "--progress", "off"]
     out = {}
     for where in ("host", "device"):
-        r = subprocess.run([sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / where),
-                            "--sample-on", where, "--floor-steps", "4", *common],
-                           capture_output=True, text=True, timeout=280, env=clean_mpi_env())
+        r = run_job(main, ["--part-config", cfg, "--run-dir", str(tmp_path / where), "--sample-on", where,
+                           "--floor-steps", "4", *common], capfd)
         assert r.returncode == 0, r.stdout + r.stderr
         out[where] = r.stdout
     acc = {k: _final(v)["test_acc"] for k, v in out.items()}

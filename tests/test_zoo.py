@@ -14,14 +14,13 @@ import json
 import os
 import sys
 
-import h5py
-import numpy as np
 import pytest
 import torch
 
 from conftest import ROOT
 from hpcgnn.datasets import generate_graph
 from hpcgnn.partition import partition_graph
+from training_refs import full_batch_accuracy
 
 #: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
 pytestmark = pytest.mark.slow
@@ -35,7 +34,6 @@ REF_EPOCHS = 150               # full-batch, the test accuracy at the best valid
 #: hpcgnn train's options beyond COMMON: GIN at lr 0.003 (at 0.01 its 192 steps end
 #: 0.5-3 points apart from one partitioning of the graph to another)
 EXTRA = {"gin": ["--lr", "0.003"]}
-HIDDEN, HEADS = 64, 4
 
 
 @pytest.fixture(scope="module")
@@ -58,76 +56,6 @@ def _final(stdout):
     return rows[-1]
 
 
-# -- the single-process full-batch PyG references ------------------------------------
-class _FullBatch(torch.nn.Module):
-    """Two layers of one stock PyG kind (the zoo's widths and heads), ReLU and dropout
-    0.5 between them, over the whole raw graph."""
-
-    def __init__(self, kind, d_in, classes, ei):
-        from torch import nn
-        from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
-
-        super().__init__()
-        self.kind, self.ei = kind, ei
-        dims = [(d_in, HIDDEN), (HIDDEN, classes)]
-        if kind == "mlp":
-            self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in dims)
-        elif kind == "sage":
-            self.layers = nn.ModuleList(SAGEConv(a, b) for a, b in dims)
-        elif kind == "gcn":
-            self.layers = nn.ModuleList(GCNConv(a, b) for a, b in dims)
-        elif kind == "gat":
-            self.layers = nn.ModuleList([GATConv(d_in, HIDDEN // HEADS, heads=HEADS), GATConv(HIDDEN, classes)])
-        elif kind == "gin":
-            self.layers = nn.ModuleList(GINConv(nn.Sequential(nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU(),
-                                                              nn.Linear(b, b))) for a, b in dims)
-
-    def forward(self, x):
-        import torch.nn.functional as F
-
-        for i, layer in enumerate(self.layers):
-            x = layer(x) if self.kind == "mlp" else layer(x, self.ei)
-            if i == 0:
-                x = F.dropout(F.relu(x), 0.5, self.training)
-        return x
-
-
-_REF = {}
-
-
-def full_batch_accuracy(raw, kind, epochs=REF_EPOCHS, lr=0.01):
-    """Test accuracy of ``kind`` trained full-batch on the raw graph (Adam, ``lr``),
-    taken at the epoch (every 10th) of best validation accuracy."""
-    import torch.nn.functional as F
-
-    key = (raw, kind, epochs, lr)
-    if key in _REF:
-        return _REF[key]
-    with h5py.File(raw) as f:
-        ei = torch.from_numpy(np.stack([f["edges/src"][:], f["edges/dst"][:]])).long()
-        x = torch.from_numpy(f["nodes/data/feat"][:]).float()
-        y = torch.from_numpy(f["nodes/data/label"][:]).long()
-        tr, va, te = (torch.from_numpy(f[f"nodes/data/{k}"][:]).bool() for k in ("train_mask", "val_mask", "test_mask"))
-    torch.manual_seed(0)
-    model = _FullBatch(kind, x.shape[1], int(y.max()) + 1, ei)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    best = (-1.0, 0.0)
-    for epoch in range(epochs):
-        model.train()
-        loss = F.cross_entropy(model(x)[tr], y[tr])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if (epoch + 1) % 10 == 0:
-            model.eval()
-            with torch.no_grad():
-                pred = model(x).argmax(1)
-            v, t = (float((pred[m] == y[m]).float().mean()) for m in (va, te))
-            best = max(best, (v, t))
-    _REF[key] = best[1]
-    return best[1]
-
-
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat", "gin"])
 def test_zoo_model_matches_full_batch_pyg(mpirun, big, tmp_path, model):
@@ -137,8 +65,8 @@ def test_zoo_model_matches_full_batch_pyg(mpirun, big, tmp_path, model):
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"model {model}" in res.stdout
     ours = _final(res.stdout)["test_acc"]
-    ref = full_batch_accuracy(raw, model)
-    mlp = full_batch_accuracy(raw, "mlp")
+    refs = full_batch_accuracy(raw, (model, "mlp"), REF_EPOCHS)
+    ref, mlp = refs[model], refs["mlp"]
     print(f"{model}: hpcgnn {ours:.4f}, full-batch PyG {ref:.4f}, MLP {mlp:.4f}")
     assert (tmp_path / "run" / "model.pt").stat().st_size > 0
     assert abs(ours - ref) <= 0.02, (model, ours, ref, mlp)
