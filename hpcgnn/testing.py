@@ -8,9 +8,9 @@ rank, as ``mpirun -n K python script.py ARGS`` would run it, without a new launc
     from hpcgnn.train.node_classification import main
 
     @pytest.mark.mpi(min_size=4)
-    def test_my_job(capfd):
+    def test_my_job():
         with shared_tmpdir() as d:
-            job = run_job(main, ["--part-config", cfg, "--run-dir", f"{d}/run", ...], capfd)
+            job = run_job(main, ["--part-config", cfg, "--run-dir", f"{d}/run", ...])
             assert job.returncode == 0, job.stderr
 
 Each call is a job of its own: ``hpcgnn.initialize`` splits the world into roles,
@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
+import os
 import shutil
+import sys
 import tempfile
+import time
 from typing import Callable, Iterator, Sequence
 
 from .comm.mpi import serialized, world
@@ -41,23 +45,79 @@ class Job:
     rank_returncode: int
 
 
-def run_job(main: Callable[[list], int | None], argv: Sequence[str], capture=None, comm=None) -> Job:
+def run_job(main: Callable[[list], int | None], argv: Sequence[str], capture=True, comm=None) -> Job:
     """Collective over ``comm`` (default the world): ``main(argv)`` on every rank.
     Trainers return ``main``'s value; server and sampler ranks serve until the
     trainers finish and then end the process (``SystemExit``), whose status is taken
-    here instead.  ``capture``: pytest's ``capfd`` (anything with ``readouterr()``),
-    read before and after the job so the result holds this job's output only."""
+    here instead.  ``capture``: the job's output is held in the result and not
+    printed (``True``: file descriptors 1 and 2 and ``sys.stdout``/``stderr``
+    redirected while it runs; pytest's ``capfd`` also works), or left alone
+    (``False``)."""
     comm = comm or world()
-    if capture is not None:
-        capture.readouterr()
-    try:
-        rc = main(list(argv))
-    except SystemExit as e:
-        rc = e.code
+    with _output(capture) as output:
+        try:
+            rc = main(list(argv))
+        except SystemExit as e:
+            rc = e.code
     rc = 0 if rc is None else rc if isinstance(rc, int) else 1
-    out, err = capture.readouterr() if capture is not None else ("", "")
-    every = _allgather(comm, (rc, out, err))
+    every = _allgather(comm, (rc, *output))
     return Job(max(r for r, _, _ in every), "".join(o for _, o, _ in every), "".join(e for _, _, e in every), rc)
+
+
+@contextlib.contextmanager
+def _output(capture) -> Iterator[list]:
+    """``[stdout, stderr]`` written inside the block (filled at its end)."""
+    out = ["", ""]
+    if hasattr(capture, "readouterr"):
+        capture.readouterr()
+        try:
+            yield out
+        finally:
+            out[:] = capture.readouterr()
+        return
+    if not capture:
+        yield out
+        return
+    streams = ("stdout", "stderr")
+    files = [tempfile.TemporaryFile() for _ in streams]
+    saved = []
+    for fd, name, f in zip((1, 2), streams, files):
+        getattr(sys, name).flush()
+        saved.append((os.dup(fd), getattr(sys, name)))
+        os.dup2(f.fileno(), fd)
+        setattr(sys, name, io.TextIOWrapper(os.fdopen(os.dup(fd), "wb"), line_buffering=True))
+    try:
+        yield out
+    finally:
+        for i, ((fd_saved, stream), name, f) in enumerate(zip(saved, streams, files)):
+            getattr(sys, name).close()           # flushed into the file, through fd 1 or 2
+            os.dup2(fd_saved, i + 1)
+            os.close(fd_saved)
+            setattr(sys, name, stream)
+            f.seek(0)
+            out[i] = f.read().decode(errors="replace")
+            f.close()
+
+
+def on_rank0(fn: Callable, *args, comm=None, poll_s: float = 0.02):
+    """Collective over ``comm`` (default the world): ``fn(*args)`` on rank 0 alone
+    (with ``MPI.COMM_SELF`` for anything collective it does), its value returned on
+    every rank.  The other ranks sleep while they wait instead of spinning in MPI,
+    so an oversubscribed test run leaves rank 0 the cores."""
+    comm = comm or world()
+    out, err = None, None
+    if comm.Get_rank() == 0:
+        try:
+            out = fn(*args)
+        except BaseException as e:          # every rank raises it
+            err = e
+    req = _ibarrier(comm)
+    while not _test(req):
+        time.sleep(poll_s)
+    out, err = _bcast(comm, (out, err))
+    if err is not None:
+        raise err
+    return out
 
 
 @contextlib.contextmanager
@@ -84,3 +144,13 @@ def _allgather(comm, obj):
 @serialized
 def _bcast(comm, obj):
     return comm.bcast(obj, root=0)
+
+
+@serialized
+def _ibarrier(comm):
+    return comm.Ibarrier()
+
+
+@serialized
+def _test(req) -> bool:
+    return req.Test()

@@ -26,7 +26,7 @@ import torch
 from hpcgnn.comm.mpi import world
 from hpcgnn.datasets import generate_graph
 from hpcgnn.partition import partition_graph
-from hpcgnn.testing import run_job, shared_tmpdir
+from hpcgnn.testing import on_rank0, run_job, shared_tmpdir
 from hpcgnn.train.node_classification import main
 from training_refs import full_batch_accuracy
 
@@ -90,8 +90,7 @@ def test_two_partitions_match_full_batch_pyg(capfd):
         assert res.returncode == 0, res.stdout + res.stderr
         ours = _final(res.stdout)["test_acc"]
         # the reference on one rank (the others wait): stock PyG GraphSAGE and an MLP, full batch
-        ref = world().bcast(full_batch_accuracy(raw, ("sage", "mlp"), 100, 64) if world().Get_rank() == 0
-                            else None)
+        ref = on_rank0(full_batch_accuracy, raw, ("sage", "mlp"), 100, 64, 0.01, False)
         assert abs(ours - ref["sage"]) <= 0.02, (ours, ref)
         assert ours > ref["mlp"] + 0.1, (ours, ref)
         assert res.stdout.strip().splitlines()[-1] == f"test accuracy: {ours:.4f}"

@@ -2,15 +2,22 @@
 GAT with dropout, written here, not in the package): a run stopped by ``max_steps``
 and resumed from its checkpoint ends with bitwise the model of an uninterrupted run.
 
-This file is also the training script the test launches under a child mpirun
-(``python tests/test_trainer.py --part-config ...``): 4 ranks, 2 virtual hosts of a
-server and a trainer each."""
+The user's script is :func:`main` here; the test runs it as whole jobs in the 4-rank
+pytest run (:func:`hpcgnn.testing.run_job`): 2 virtual hosts of a server and a
+trainer each.  It also runs as ``mpirun -n 4 python tests/test_trainer.py
+--part-config ...``."""
 import argparse
 import json
 import os
+import pathlib
 import sys
 
 import pytest
+
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.datasets import generate_graph
+from hpcgnn.partition import partition_graph
+from hpcgnn.testing import on_rank0, run_job, shared_tmpdir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -81,20 +88,15 @@ def main(argv=None):
 
 
 # -- the test ------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    from hpcgnn.datasets import generate_graph
-    from hpcgnn.partition import partition_graph
-
-    d = str(tmp_path_factory.mktemp("runtime"))
+def _small(d):
+    """Rank 0: a 3000-node graph in 2 partitions (one rank's ParMETIS)."""
     raw = os.path.join(d, "g.h5")
     generate_graph(raw, None, 3000, 8, 8, 4, seed=5, name="g")
-    return partition_graph(raw, os.path.join(d, "parts"), 2)
+    return partition_graph(raw, os.path.join(d, "parts"), 2, comm=MPI.COMM_SELF)
 
 
-def _run(mpirun, cfg, run_dir, *extra):
-    return mpirun(4, [sys.executable, os.path.abspath(__file__), "--part-config", cfg, "--run-dir", str(run_dir),
-                      *extra], timeout=300)
+def _run(cfg, run_dir, *extra):
+    return run_job(main, ["--part-config", cfg, "--run-dir", str(run_dir), *extra])
 
 
 def _final(stdout):
@@ -103,23 +105,30 @@ def _final(stdout):
     return rows[-1]
 
 
+@pytest.mark.mpi(min_size=4)
 @pytest.mark.timeout(900)
 @pytest.mark.slow
-def test_users_model_resumes_bitwise(mpirun, small, tmp_path):
+def test_users_model_resumes_bitwise(monkeypatch):
     pytest.importorskip("torch_geometric")
     import torch
 
-    full = _run(mpirun, small, tmp_path / "a")
+    monkeypatch.setenv("HPCGNN_RANKS_PER_NODE", "2")          # 2 virtual hosts (the script's default)
+    with shared_tmpdir() as d:
+        _users_model_resumes_bitwise(torch, on_rank0(_small, d), pathlib.Path(d))
+
+
+def _users_model_resumes_bitwise(torch, small, tmp_path):
+    full = _run(small, tmp_path / "a")
     assert full.returncode == 0, full.stdout + full.stderr
     steps = [json.loads(ln)["steps"] for ln in full.stdout.splitlines() if ln.startswith('{"kind": "epoch"')]
     assert len(steps) == 3 and 25 % steps[0] != 0, steps           # the stop falls inside an epoch
-    cut = _run(mpirun, small, tmp_path / "b", "--max-steps", "25", "--checkpoint-every", "7")
+    cut = _run(small, tmp_path / "b", "--max-steps", "25", "--checkpoint-every", "7")
     assert cut.returncode == 0, cut.stdout + cut.stderr
     assert "stopped at step 25" in cut.stdout, cut.stdout
     assert not (tmp_path / "b" / "model.pt").exists()
     ckpts = sorted(os.listdir(tmp_path / "b" / "checkpoints"))
     assert "step-25.h5" in ckpts and not any(c.endswith(".tmp") for c in ckpts), ckpts
-    again = _run(mpirun, small, tmp_path / "b", "--resume")
+    again = _run(small, tmp_path / "b", "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "resumed from" in again.stdout and "at step 25" in again.stdout, again.stdout
     a, b = torch.load(tmp_path / "a" / "model.pt"), torch.load(tmp_path / "b" / "model.pt")

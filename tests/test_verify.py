@@ -1,13 +1,14 @@
 """Verify before use: a partitioned graph whose files changed after partitioning is
 refused where it is loaded (checksums of every dataset, the JSON's digest, the
 counts), ``hpcgnn verify`` lists every problem, ``HPCGNN_VERIFY=0`` loads it anyway;
-a NaN loss stops every trainer without a checkpoint of the bad state.
+a NaN loss stops every trainer without a checkpoint of the bad state (``hpcgnn
+train`` on corrupt or NaN features: whole jobs in tests/test_verify_mpi.py).
 
-This file is also the training script of the NaN test, launched under a child
+This file is also the training script of the NaN test (an uncaught error in a
+user's script: the job is aborted, so a launch of its own), run under a child
 mpirun (``python tests/test_verify.py --part-config ... --run-dir ...``): 4 ranks, 2
 virtual nodes of a server and a trainer each."""
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import h5py
 import numpy as np
 import pytest
 
+from harness import copy_parts, corrupt, h5_of, md5
 from hpcgnn.errors import InputError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,18 +60,13 @@ def main(argv=None):
         if calls[0] == a.nan_at and trainer.rank == a.nan_trainer:
             before = os.path.join(a.run_dir, "checkpoints", f"step-{a.nan_at - 1}.h5")
             with open(os.path.join(a.run_dir, "before.md5"), "w") as f:
-                f.write(_md5(before))
+                f.write(md5(before))
             return loss * float("nan")
         return loss
 
     trainer.fit(loader, loss_fn, epochs=2)
     trainer.finish({})
     trainer.close()
-
-
-def _md5(path):
-    with open(path, "rb") as f:
-        return hashlib.md5(f.read()).hexdigest()
 
 
 # -- fixtures and helpers -----------------------------------------------------------
@@ -90,31 +87,6 @@ def parts(tmp_path_factory):
         f["nodes/data/feat"][:] = f["nodes/data/feat"][:] + 1.0
     return (partition_graph(raw, os.path.join(d, "parts"), 2),
             partition_graph(other, os.path.join(d, "other", "parts"), 2))
-
-
-def _copy(cfg, where) -> str:
-    """A copy of the partitioned graph's directory; the copy's JSON."""
-    out = os.path.join(str(where), "copy")
-    shutil.copytree(os.path.dirname(cfg), out)
-    return os.path.join(out, os.path.basename(cfg))
-
-
-def _h5(cfg) -> str:
-    with open(cfg) as f:
-        return os.path.join(os.path.dirname(cfg), json.load(f)["h5_file"])
-
-
-def corrupt(h5, dataset, nbytes=4096, seed=1):
-    """Write ``nbytes`` random bytes into the middle of ``dataset``'s storage, as a
-    disk or a stray write would (not through HDF5)."""
-    with h5py.File(h5, "r") as f:
-        d = f[dataset]
-        off, size = d.id.get_offset(), d.id.get_storage_size()
-    assert off is not None and size > 0, dataset
-    n = min(nbytes, size)
-    with open(h5, "r+b") as fh:
-        fh.seek(off + (size - n) // 2)
-        fh.write(np.random.default_rng(seed).bytes(n))
 
 
 def _edit(cfg, edit, keep_digest=True) -> None:
@@ -165,8 +137,8 @@ def test_corrupt_bytes_are_refused_at_load_naming_the_dataset(parts, tmp_path, m
     from hpcgnn.graph import DistGraph
     from hpcgnn.partition import load_partition
 
-    cfg = _copy(parts[0], tmp_path)
-    h5 = _h5(cfg)
+    cfg = copy_parts(parts[0], tmp_path)
+    h5 = h5_of(cfg)
     corrupt(h5, "part1/node/feat")
     line = rf"{h5}: dataset /part1/node/feat \(partition 1\) differs .* {cfg} records"
     with pytest.raises(InputError, match=line):
@@ -188,8 +160,8 @@ def test_corrupt_bytes_are_refused_at_load_naming_the_dataset(parts, tmp_path, m
 def test_a_label_changed_in_place_is_refused(parts, tmp_path):
     from hpcgnn.graph import DistGraph
 
-    cfg = _copy(parts[0], tmp_path)
-    with h5py.File(_h5(cfg), "r+") as f:
+    cfg = copy_parts(parts[0], tmp_path)
+    with h5py.File(h5_of(cfg), "r+") as f:
         f["part0/node/label"][5] = (f["part0/node/label"][5] + 1) % 4
     with pytest.raises(InputError, match=r"dataset /part0/node/label \(partition 0\) differs"):
         DistGraph("changed_label", part_config=cfg)
@@ -202,15 +174,15 @@ def test_h5_file_of_another_graph_with_the_same_shapes_is_refused(parts, tmp_pat
     from hpcgnn.graph import DistGraph
     from hpcgnn.partition import load_partition
 
-    cfg, other = _copy(parts[0], tmp_path), parts[1]
-    shutil.copy(_h5(other), _h5(cfg))
+    cfg, other = copy_parts(parts[0], tmp_path), parts[1]
+    shutil.copy(h5_of(other), h5_of(cfg))
     with pytest.raises(InputError, match=r"dataset /part0/node/feat \(partition 0\) differs"):
         DistGraph("replaced_file", part_config=cfg)
     with pytest.raises(InputError, match=r"dataset /part0/node/feat \(partition 0\) differs"):
         load_partition(cfg, 0)
     edited = os.path.join(os.path.dirname(parts[0]), "pointed.json")
     shutil.copy(parts[0], edited)
-    _edit(edited, lambda c: c.__setitem__("h5_file", os.path.relpath(_h5(other), os.path.dirname(edited))))
+    _edit(edited, lambda c: c.__setitem__("h5_file", os.path.relpath(h5_of(other), os.path.dirname(edited))))
     with pytest.raises(InputError, match=f"{edited}: the JSON was edited after partitioning"):
         DistGraph("pointed", part_config=edited)
     _edit(edited, lambda c: None, keep_digest=False)               # as a JSON from before the digest
@@ -226,7 +198,7 @@ def test_edited_counts_are_refused(parts, tmp_path, capsys):
     from hpcgnn.partition import load_partition
     from hpcgnn.partition.config import read_config
 
-    cfg = _copy(parts[0], tmp_path)
+    cfg = copy_parts(parts[0], tmp_path)
     read_config(cfg)                                            # as written: accepted
     _edit(cfg, lambda c: c.__setitem__("num_nodes", 3100))
     for load in (read_config, summarize, lambda c: load_partition(c, 0)):
@@ -239,7 +211,7 @@ def test_edited_counts_are_refused(parts, tmp_path, capsys):
     _edit(cfg, lambda c: c.__setitem__("num_nodes", 3000))
     assert summarize(cfg)["num_nodes"] == 3000                   # no digest, nothing else edited: read
 
-    with h5py.File(_h5(cfg), "r+") as f:
+    with h5py.File(h5_of(cfg), "r+") as f:
         f["part1"].attrs["node_start"] = 7
     with pytest.raises(InputError, match=r"/part1 attribute 'node_start' is 7, but .*'node_map' gives"):
         load_partition(cfg, 1)
@@ -253,7 +225,7 @@ def test_edited_counts_are_refused(parts, tmp_path, capsys):
 def test_a_config_without_digest_is_read_and_digest_edits_are_named(parts, tmp_path, monkeypatch):
     from hpcgnn.partition.config import config_digest, read_config
 
-    cfg = _copy(parts[0], tmp_path)
+    cfg = copy_parts(parts[0], tmp_path)
     with open(cfg) as f:
         conf = json.load(f)
     assert conf["config_digest"] == config_digest(conf) and list(conf)[-1] == "config_digest"
@@ -266,14 +238,13 @@ def test_a_config_without_digest_is_read_and_digest_edits_are_named(parts, tmp_p
 
 # -- hpcgnn verify ----------------------------------------------------------------------
 @pytest.mark.timeout(60)
-@pytest.mark.slow
-def test_verify_command_clean_and_corrupt(parts, tmp_path, capsys, mpirun):
+def test_verify_command_clean_and_corrupt(parts, tmp_path, capsys):
     code, lines, summary = _verify(parts[0], capsys)
     assert code == 0 and lines == [] and summary["ok"] and summary["problems"] == 0
     assert summary["datasets"] == 16 and summary["bytes"] > 3000 * 8 * 4
 
-    cfg = _copy(parts[0], tmp_path)
-    h5 = _h5(cfg)
+    cfg = copy_parts(parts[0], tmp_path)
+    h5 = h5_of(cfg)
     corrupt(h5, "part0/node/feat")
     corrupt(h5, "part1/csr/indices", nbytes=64)
     _edit(cfg, lambda c: c.__setitem__("num_edges", c["num_edges"] + 1))
@@ -285,46 +256,10 @@ def test_verify_command_clean_and_corrupt(parts, tmp_path, capsys, mpirun):
     assert f"{cfg}: key 'num_edges' is {edges} but 'edge_map' covers {edges - 1}" in lines[1]
     assert f"{h5}: dataset /part0/node/feat (partition 0) differs" in lines[2] and cfg in lines[2]
     assert f"{h5}: dataset /part1/csr/indices (partition 1) differs" in lines[3]
-    r = mpirun(2, [sys.executable, "-m", "hpcgnn", "verify", cfg], timeout=120)     # a partition per rank
-    assert r.returncode != 0, r.stdout + r.stderr
-    out = r.stdout
-    assert out.count("differs from what was written") == 2 and '"ranks": 2' in out, out
+    # over the ranks, a partition each: tests/test_verify_mpi.py
 
 
 # -- end to end, under mpirun -----------------------------------------------------------
-@pytest.mark.timeout(120)
-@pytest.mark.slow
-def test_corrupt_features_end_the_launch_on_every_rank(parts, tmp_path, mpirun):
-    cfg = _copy(parts[0], tmp_path)
-    corrupt(_h5(cfg), "part1/node/feat")
-    r = mpirun(4, [sys.executable, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir",
-                   str(tmp_path / "run"), *LAYOUT, "--epochs", "1", "--progress", "off"], timeout=110)
-    out = r.stdout + r.stderr
-    assert r.returncode != 0, out
-    # every rank prints it (tests/test_verify_mpi.py checks each rank's error); one that
-    # exits first may have the launcher end another before its line is out
-    assert out.count("dataset /part1/node/feat (partition 1) differs") >= 1, out
-    assert '"kind": "epoch"' not in out and not os.path.exists(tmp_path / "run" / "model.pt")
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.slow
-def test_verify_off_trains_on_nan_features_and_the_nan_loss_stops_it(parts, tmp_path, mpirun):
-    """HPCGNN_VERIFY=0 loads a file whose features are NaN; the first step's loss is
-    NaN and `hpcgnn train` stops there, on every trainer, exit status non-zero."""
-    cfg = _copy(parts[0], tmp_path)
-    with h5py.File(_h5(cfg), "r+") as f:
-        f["part1/node/feat"][:] = np.nan
-    r = mpirun(4, [sys.executable, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir",
-                   str(tmp_path / "run"), *LAYOUT, "--epochs", "1", "--progress", "off",
-                   "--checkpoint-every", "1"], timeout=110, env={"HPCGNN_VERIFY": "0"})
-    out = r.stdout + r.stderr
-    assert r.returncode != 0, out
-    assert "differs from what was written" not in out
-    assert out.count("hpcgnn train: the loss is nan at step 1 (epoch 0) on trainer ") == 2, out
-    assert not os.path.exists(tmp_path / "run" / "checkpoints") or not os.listdir(tmp_path / "run" / "checkpoints")
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.slow
 def test_nan_loss_on_one_trainer_stops_every_trainer_and_keeps_the_checkpoint(parts, tmp_path, mpirun):
@@ -336,7 +271,7 @@ def test_nan_loss_on_one_trainer_stops_every_trainer_and_keeps_the_checkpoint(pa
     assert "the loss is nan at step 3 (epoch 0) on trainer 1; every trainer stopped there, no checkpoint " \
            "written" in out, out
     assert sorted(os.listdir(run / "checkpoints")) == ["step-2.h5"]
-    assert _md5(run / "checkpoints" / "step-2.h5") == (run / "before.md5").read_text()
+    assert md5(run / "checkpoints" / "step-2.h5") == (run / "before.md5").read_text()
     assert not (run / "model.pt").exists() and '"kind": "epoch"' not in out
 
 
