@@ -138,3 +138,29 @@ def test_host_index_spans_virtual_nodes_and_pick_device():
     else:
         assert pick_device("auto", ctx) == torch.device("cuda", index % torch.cuda.device_count())
     ctx.finalize()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_dgl_ip_config_as_layout_is_explained():
+    """DGL's first line, renamed only: ``initialize('ip_config.txt')`` (the launch's
+    path for an error raised alike on every rank: tests/test_failure.py)."""
+    from hpcgnn.errors import InputError
+
+    with pytest.raises(InputError, match="'ip_config.txt' looks like DGL's ip_config file"):
+        hpcgnn.initialize("ip_config.txt")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_initialize_twice_is_refused_on_the_trainers():
+    """A second ``hpcgnn.initialize`` while the servers serve would hang in its split:
+    refused on the trainers, the first context still works."""
+    from hpcgnn.errors import InputError
+
+    ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=rest", serve=False)
+    if ctx.is_trainer:
+        with pytest.raises(InputError, match="hpcgnn.initialize: already initialized in this process"):
+            hpcgnn.initialize(layout="servers=1,samplers=0,trainers=rest")
+        assert ctx.trainer_comm.allreduce(1) == ctx.trainer_comm.Get_size()
+    else:
+        ctx.service.serve()
+    ctx.finalize()

@@ -1,5 +1,6 @@
 """Any failure on any rank ends the whole job quickly and says where it happened; and
-how trainer scripts start and end (initialize twice, MPI.Finalize, torch.distributed).
+how trainer scripts start and end (MPI.Finalize, torch.distributed); a second
+initialize and DGL's ip_config: tests/test_context_mpi.py, in process.
 
 Each test launches a fresh 4-rank job (two virtual nodes of server + trainer) in
 which one rank fails while the others wait in a barrier.
@@ -87,13 +88,6 @@ def test_a_bad_finish_timeout_fails_at_initialize(mpirun):
     assert "finished" not in res.stdout
 
 
-def test_initialize_twice_ends_the_job(mpirun):
-    res, _ = _run(mpirun, "twice", "1")
-    assert res.returncode != 0
-    assert "hpcgnn.initialize: already initialized in this process" in res.stderr
-    assert "finished" not in res.stdout
-
-
 def test_trainers_ending_with_mpi_finalize_release_the_servers(mpirun):
     res, _ = _run(mpirun, "mpi-finalize", "1")
     assert res.returncode == 0, res.stderr[-2000:]
@@ -106,12 +100,6 @@ def test_a_bad_thread_level_is_named(mpirun):
     res = mpirun(2, [sys.executable, "-c", "import hpcgnn"], timeout=60, env={"HPCGNN_THREAD_LEVEL": "bogus"})
     assert res.returncode != 0
     assert "HPCGNN_THREAD_LEVEL='bogus': choose single, funneled, serialized or multiple" in res.stderr
-
-
-def test_dgl_ip_config_as_layout_is_explained(mpirun):
-    res, _ = _run(mpirun, "ip-config", "0")
-    assert res.returncode != 0
-    assert "'ip_config.txt' looks like DGL's ip_config file" in res.stderr
 
 
 @pytest.mark.parametrize("inherited", [None, {"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "1"}])

@@ -9,6 +9,8 @@ import time
 import pytest
 
 from hpcgnn.comm import failure, peers, watchdog
+from hpcgnn.datasets import generate_graph
+from hpcgnn.partition import partition_graph
 
 SCRIPT = """
 import os, signal, sys
@@ -96,16 +98,10 @@ def test_a_frozen_rank_ends_the_job_after_the_timeout_naming_it(mpirun):
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory):
-    from conftest import mpi_launch
-
+    """A 3000-node graph in 2 partitions (made in this process)."""
     d = tmp_path_factory.mktemp("watchdog")
-    hp = [sys.executable, "-m", "hpcgnn"]
-    for argv in (["generate", str(d / "g.h5"), "--num-nodes", "3000", "--avg-degree", "8", "--feat-dim", "8",
-                  "--num-classes", "4", "--seed", "0", "--name", "g"],
-                 ["partition", str(d / "g.h5"), "-o", str(d / "parts"), "-k", "2"]):
-        res = mpi_launch(2, hp + argv, timeout=240)
-        assert res.returncode == 0, res.stderr
-    return str(d / "parts" / "g.json")
+    generate_graph(str(d / "g.h5"), None, 3000, 8, 8, 4, 0, name="g")
+    return partition_graph(str(d / "g.h5"), str(d / "parts"), 2)
 
 
 @pytest.mark.timeout(300)
@@ -228,12 +224,10 @@ def _world_ranks(tag: str) -> dict:
 def test_a_rank_killed_while_partitioning_is_named(tmp_path):
     """A rank of ``hpcgnn partition`` killed mid-run: the survivor's first line names
     it, by its command (only Open MPI's line, with no role, said so before)."""
-    from conftest import clean_mpi_env, mpi_launch
+    from conftest import clean_mpi_env
 
     raw = str(tmp_path / "g.h5")
-    res = mpi_launch(2, [sys.executable, "-m", "hpcgnn", "generate", raw, "--num-nodes", "100000", "--avg-degree",
-                         "10", "--feat-dim", "4", "--num-classes", "4"], timeout=240)
-    assert res.returncode == 0, res.stderr
+    generate_graph(raw, None, 100000, 10, 4, 4, 0)
     out = tmp_path / "parts"
     job = subprocess.Popen(["mpirun", "--oversubscribe", "-n", "2", sys.executable, "-m", "hpcgnn", "partition", raw,
                             "-o", str(out), "-k", "2"], env=clean_mpi_env(), stdout=subprocess.PIPE,

@@ -20,10 +20,7 @@ if mode == "raise-before-init":
     world.Barrier()
     sys.exit(0)
 
-if mode == "ip-config":                 # DGL's first line, renamed only
-    hpcgnn.initialize("ip_config.txt")
-
-if mode in ("twice", "mpi-finalize", "served", "plain-torch"):
+if mode in ("mpi-finalize", "served", "plain-torch"):
     ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
     if mode == "plain-torch":           # a DGL script's own torch.distributed start
         import torch
@@ -34,8 +31,6 @@ if mode in ("twice", "mpi-finalize", "served", "plain-torch"):
         dist.all_reduce(t)
         print(f"rank {rank} allreduce {t.item():.0f} of {dist.get_world_size()}", flush=True)
         dist.destroy_process_group()
-    if mode == "twice":
-        hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
     print(f"rank {rank} finished", flush=True)
     if mode == "mpi-finalize":           # an mpi4py habit, without ctx.finalize()
         MPI.Finalize()
