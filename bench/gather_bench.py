@@ -35,7 +35,7 @@ import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI, library_version
 from hpcgnn.comm.rma import datatypes
 from hpcgnn.comm.progress import serve_until
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 from hpcgnn.partition.featdtype import NAMES, STORAGE, FeatConversion
 
 

@@ -119,6 +119,12 @@ def shared_tmp():
         yield path
 
 
+@pytest.fixture
+def shared_dir(shared_tmp):
+    """A temporary directory that every rank of the test's job sees (conftest's)."""
+    return shared_tmp
+
+
 def served_layout(size):
     """``(layout, ranks_per_node, num_parts)`` for a served launch on ``size`` ranks:
     two-rank virtual nodes (server + trainer, one partition each) when the size is even

@@ -173,7 +173,7 @@ def test_edges_not_sorted_by_destination_give_the_same_blocks(graph):
 def test_typed_sampling_batches(graph, tmp_path):
     """A real typed batch (edges grouped by type, then seed) gives the untrimmed
     outputs, and its pyg_edge_index claims no sort order."""
-    from test_partition_util import planted_graph, write_raw
+    from harness import planted_graph, write_raw
 
     n = 800
     src, dst, _ = planted_graph(n, 8, 3, seed=4)

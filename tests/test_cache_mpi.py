@@ -12,7 +12,7 @@ from hpcgnn.graph import DistGraph
 from hpcgnn.graph.cache import hotness_from_sampler
 from hpcgnn.sampling import DistNodeDataLoader, NeighborSampler
 
-from test_sampling import make_graph
+from harness import make_graph
 
 world = MPI.COMM_WORLD
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -55,7 +55,7 @@ def test_row_cache(shared_tmp):
     hits = c.hits
     assert torch.equal(feat.row_refs(ids).materialize(), ref)   # rows read in place: cache, shm, fetched
     assert c.hits > hits or not len(c)                     # the cache served its rows
-    from hpcgnn.comm.rma.windows import RowStore
+    from hpcgnn.comm.rma.rowstore import RowStore
 
     saved = RowStore.direct_shm_reads                       # and with every remote read through MPI_Get
     RowStore.direct_shm_reads = False

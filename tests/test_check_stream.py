@@ -18,7 +18,7 @@ from hpcgnn.errors import InputError
 from hpcgnn.partition import partition_graph
 from hpcgnn.partition.check import check_partition_stream
 from hpcgnn.partition.digest import Tally, hash_ids, hash_rows, sums_by
-from test_partition_util import planted_graph, write_raw
+from harness import planted_graph, write_raw
 
 SELF = MPI.COMM_SELF
 

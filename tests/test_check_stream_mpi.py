@@ -16,7 +16,7 @@ from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
 from hpcgnn.partition import partition_graph
 from hpcgnn.partition.check import check_partition_stream
-from test_partition_util import make_raw, planted_graph, shared_dir  # noqa: F401
+from harness import make_raw, planted_graph
 
 world = MPI.COMM_WORLD
 

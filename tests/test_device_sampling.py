@@ -13,7 +13,7 @@ from hpcgnn.sampling import DistNodeDataLoader, NeighborSampler
 from hpcgnn.sampling.blocks import build_adjs
 from hpcgnn.sampling.device import LocalCSR, Relabel, draw
 
-from test_sampling import Oracle, biased_first_k, check_minibatch, make_graph, uniform_ok
+from harness import Oracle, biased_first_k, check_minibatch, make_graph, uniform_ok
 
 ext = pytest.importorskip("hpcgnn._ext")
 

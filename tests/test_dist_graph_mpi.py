@@ -16,7 +16,7 @@ from hpcgnn.datasets import generate_graph
 from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
 from hpcgnn.partition import load_partition, partition_graph
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 from hpcgnn.graph.structure import GraphStructure
 
 world = MPI.COMM_WORLD

@@ -10,7 +10,7 @@ from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
 from hpcgnn.partition import load_partition, partition_graph
 from hpcgnn.sampling import NeighborSampler, sample_neighbors
-from test_partition_util import ETYPES, planted_graph, write_raw
+from harness import ETYPES, planted_graph, write_raw
 
 pytestmark = pytest.mark.timeout(120)
 CANON = [tuple(t) for t in ETYPES]

@@ -93,3 +93,49 @@ def test_no_module_imports_another_modules_private_names():
                 found += [(m, a.name) for a in node.names
                           if a.name.startswith("_") and a.name not in ("_ext", "_buildinfo", "__version__")]
     assert found == []
+
+
+def test_no_test_module_imports_another():
+    """Tests share builders through tests/harness.py (and fixtures through conftest),
+    never by importing another test module (issue 41)."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for dirpath, _, files in os.walk(tests):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, f)
+            for node in ast.walk(ast.parse(open(path).read())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+                found += [f"{os.path.relpath(path, tests)} imports {n}" for n in names
+                          if n.split(".")[0].startswith("test_")]
+    assert found == [], found
+
+
+#: functions over the limit, each with its reason (the list only shrinks)
+LONG_FUNCTIONS = {
+    # the pipeline's steps in order, one call each, read top to bottom (86 lines of code)
+    "partition/pipeline.py:partition_graph",
+}
+
+
+def test_modules_and_functions_stay_short():
+    """No module over 500 lines; no function over 80 lines of code (its docstring not
+    counted) unless listed with its reason."""
+    big, long_ = [], []
+    for name, path in _modules().items():
+        src = open(path).read()
+        rel = os.path.relpath(path, ROOT)
+        if src.count("\n") > 500:
+            big.append(f"{rel}: {src.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                first = node.body[0]
+                if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
+                        and isinstance(first.value.value, str):
+                    lines -= first.end_lineno - first.lineno + 1
+                if lines > 80 and f"{rel}:{node.name}" not in LONG_FUNCTIONS:
+                    long_.append(f"{rel}:{node.name}: {lines} lines")
+    assert big == [] and long_ == [], big + long_

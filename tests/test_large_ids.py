@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hpcgnn import _ext
-from hpcgnn.comm.rma import rowstore as rs
+from hpcgnn.comm.rma import rowchecks as rs
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
 from hpcgnn.partition import idx_limits, metis_part_kway, part_kway

@@ -16,7 +16,7 @@ from hpcgnn.partition import pipeline as pipeline_mod
 from hpcgnn.partition.assign import symmetric_csr
 from hpcgnn.partition.coarsen import coarsened_parts
 from hpcgnn.partition.relabel import IdLayout, assign_new_ids, map_ids
-from test_partition_util import make_raw, planted_graph, shared_dir  # noqa: F401
+from harness import make_raw, planted_graph
 
 comm = MPI.COMM_WORLD
 B31, B32 = 2**31, 2**32

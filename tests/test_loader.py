@@ -14,7 +14,7 @@ from hpcgnn.graph import DistGraph
 from hpcgnn.sampling import DistEdgeDataLoader, DistNodeDataLoader, NeighborSampler, negative_sampler
 from hpcgnn.sampling.plan import EpochPlan
 
-from test_sampling import Oracle, make_graph
+from harness import Oracle, make_graph
 
 pytest.importorskip("hpcgnn._ext")
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -11,7 +11,7 @@ from hpcgnn.comm.mpi import MPI
 from hpcgnn.graph import DistGraph, DistTensor, node_split
 from hpcgnn.sampling import DistEdgeDataLoader, DistNodeDataLoader, NeighborSampler, negative_sampler
 
-from test_sampling import make_graph
+from harness import make_graph
 
 world = MPI.COMM_WORLD
 

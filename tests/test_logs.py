@@ -12,7 +12,9 @@ from hpcgnn.comm import failure
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.cli.main import take_log_options
 from hpcgnn.errors import InputError
-from test_train import ROOT, small  # noqa: F401  (the fixture)
+from conftest import ROOT
+from hpcgnn.datasets import generate_graph
+from hpcgnn.partition import partition_graph
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -59,8 +61,15 @@ def test_levels_from_the_command_line(capsys, level):
     assert "hidden" not in out and err == "shown\n"
 
 
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    d = tmp_path_factory.mktemp("logs")
+    generate_graph(str(d / "g.h5"), None, 3000, 8, 8, 4, 5, name="g")
+    return str(d / "g.h5"), partition_graph(str(d / "g.h5"), str(d / "parts"), 2)
+
+
 @pytest.mark.slow
-def test_quiet_training_prints_its_results_only(small, tmp_path):  # noqa: F811
+def test_quiet_training_prints_its_results_only(small, tmp_path):
     from conftest import clean_mpi_env
 
     cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, "-m", "hpcgnn", "--quiet", "train",

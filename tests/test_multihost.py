@@ -140,7 +140,7 @@ import json, os, socket
 import numpy as np
 import hpcgnn.comm
 from hpcgnn.comm.progress import serve_until
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 
 ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1")     # nodes: real hosts
 N, D = 4000, 8

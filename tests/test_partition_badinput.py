@@ -12,8 +12,7 @@ import pytest
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import HpcgnnError, InputError
 from hpcgnn.partition import partition_graph
-from test_partition_util import (check_partitioned, load_all, make_raw, planted_graph, shared_dir,  # noqa: F401
-                                 write_raw)
+from harness import check_partitioned, load_all, make_raw, planted_graph, write_raw
 
 comm = MPI.COMM_WORLD
 

@@ -10,7 +10,7 @@ from hpcgnn.comm.mpi import MPI
 from hpcgnn.partition import partition_graph
 from hpcgnn.partition import coarsen as coarsen_mod
 from hpcgnn.partition.coarsen import coarsened_parts, contract, lp_clusters
-from test_partition_util import load_all, make_raw, planted_graph, shared_dir  # noqa: F401
+from harness import load_all, make_raw, planted_graph
 
 comm = MPI.COMM_WORLD
 

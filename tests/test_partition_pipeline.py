@@ -10,7 +10,7 @@ import pytest
 
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.partition import load_partition, partition_graph
-from test_partition_util import check_partitioned, load_all, make_raw, planted_graph, shared_dir  # noqa: F401
+from harness import check_partitioned, load_all, make_raw, planted_graph
 
 comm = MPI.COMM_WORLD
 

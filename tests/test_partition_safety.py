@@ -13,7 +13,7 @@ import pytest
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
 from hpcgnn.partition import load_partition, partition_graph
-from test_partition_util import make_raw, planted_graph, shared_dir, write_raw  # noqa: F401
+from harness import make_raw, planted_graph, write_raw
 
 comm = MPI.COMM_WORLD
 

@@ -6,119 +6,22 @@ The checks are shared with test_pyg_backend_mpi.py."""
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
-from hpcgnn.sampling import NeighborSampler
 
-from test_sampling import Oracle, make_graph
+from harness import FANOUTS, Oracle, check_link_loader, check_node_loader, make_graph, train_sage
 
 pytest.importorskip("hpcgnn._ext")
 tg = pytest.importorskip("torch_geometric")
 
 from torch_geometric.data import TensorAttr  # noqa: E402
 from torch_geometric.loader import LinkLoader, NodeLoader  # noqa: E402
-from torch_geometric.nn import GraphSAGE  # noqa: E402
-from torch_geometric.sampler import NegativeSampling, NodeSamplerInput  # noqa: E402
+from torch_geometric.sampler import NodeSamplerInput  # noqa: E402
 
 from hpcgnn.pyg import DistFeatureStore, DistGraphStore, DistNeighborSampler, to_pyg_backend  # noqa: E402
 
-FANOUTS = [4, 3]
 
-
-# -- shared checks (also run under mpirun) ----------------------------------------
-def check_node_loader(g, oracle, ids, seed=7):
-    """NodeLoader batches over hpcgnn's backend equal hpcgnn's NeighborSampler for
-    the same seeds (same sampler seed, same order)."""
-    fs, gs = to_pyg_backend(g)
-    sampler = DistNeighborSampler((fs, gs), FANOUTS, seed=seed)
-    ref = NeighborSampler(FANOUTS, seed=seed)
-    loader = NodeLoader((fs, gs), node_sampler=sampler, input_nodes=torch.from_numpy(ids), batch_size=64)
-    assert len(loader) == -(-len(ids) // 64)
-    start = 0
-    for batch in loader:
-        seeds = ids[start:start + batch.batch_size]
-        start += batch.batch_size
-        want = ref.sample(g, seeds)
-        assert isinstance(batch, tg.data.Data)
-        assert torch.equal(batch.n_id[:batch.batch_size], torch.from_numpy(seeds))        # seeds first
-        for k in ("n_id", "e_id", "edge_index"):
-            assert torch.equal(getattr(batch, k), getattr(want, k)), k
-        assert list(batch.num_sampled_nodes) == want.num_sampled_nodes
-        assert list(batch.num_sampled_edges) == want.num_sampled_edges
-        n_id = batch.n_id.numpy()
-        assert np.array_equal(batch.x.numpy(), oracle.feat[n_id])
-        assert np.array_equal(batch.y.numpy(), oracle.label[n_id])
-        assert batch.num_nodes == len(n_id)
-        src, dst = n_id[batch.edge_index[0].numpy()], n_id[batch.edge_index[1].numpy()]
-        oracle.check_edges(src, dst, batch.e_id.numpy())           # edges exist, with their ids
-        assert torch.equal(batch.input_id, torch.arange(start - batch.batch_size, start))
-    assert start == len(ids)
-
-
-def check_link_loader(g, oracle, eids, seed=3):
-    """LinkLoader over hpcgnn's backend: binary negatives (edge_label_index /
-    edge_label) and triplet negatives (src_index, dst_pos_index, dst_neg_index)."""
-    fs, gs = to_pyg_backend(g)
-    pos = torch.stack([torch.from_numpy(oracle.src[eids]), torch.from_numpy(oracle.dst[eids])])
-    sampler = DistNeighborSampler((fs, gs), FANOUTS, seed=seed)
-    ref = NeighborSampler(FANOUTS, seed=seed)
-    torch.manual_seed(seed)
-    loader = LinkLoader((fs, gs), link_sampler=sampler, edge_label_index=(None, pos),
-                        neg_sampling=NegativeSampling("binary", 2), batch_size=32)
-    start = 0
-    for batch in loader:
-        B = len(batch.input_id)
-        want_pos = pos[:, start:start + B]
-        start += B
-        eli, n_id = batch.edge_label_index, batch.n_id
-        assert eli.shape == (2, 3 * B)
-        assert torch.equal(n_id[eli[:, :B]], want_pos)                       # the seed edges first
-        assert torch.equal(batch.edge_label, torch.cat([torch.ones(B), torch.zeros(2 * B)]))
-        endpoints = torch.unique(n_id[eli].reshape(-1))
-        assert torch.equal(n_id[:len(endpoints)], endpoints)                  # endpoints are the seeds
-        want = ref.sample(g, endpoints)
-        assert torch.equal(batch.edge_index, want.edge_index) and torch.equal(batch.e_id, want.e_id)
-        assert np.array_equal(batch.x.numpy(), oracle.feat[n_id.numpy()])
-        nid = n_id.numpy()
-        oracle.check_edges(nid[batch.edge_index[0].numpy()], nid[batch.edge_index[1].numpy()], batch.e_id.numpy())
-    assert start == pos.shape[1]
-    triplet = LinkLoader((fs, gs), link_sampler=DistNeighborSampler((fs, gs), FANOUTS, seed=seed),
-                         edge_label_index=(None, pos), neg_sampling=NegativeSampling("triplet", 3), batch_size=32)
-    for batch in triplet:
-        B = len(batch.input_id)
-        assert batch.dst_neg_index.shape == (B, 3)
-        assert torch.equal(torch.stack([batch.n_id[batch.src_index], batch.n_id[batch.dst_pos_index]]),
-                           pos[:, batch.input_id])
-        assert int(batch.dst_neg_index.max()) < batch.num_nodes
-        assert "edge_label_index" not in batch
-
-
-def train_sage(g, ids, epochs=6, seed=0):
-    """Mean training loss per epoch of a stock PyG GraphSAGE fed by NodeLoader."""
-    torch.manual_seed(seed)
-    fs, gs = to_pyg_backend(g)
-    num_classes = int(g.ndata["label"][np.arange(g.num_nodes())].max()) + 1
-    model = GraphSAGE(g.ndata["feat"].shape[1], 32, num_layers=2, out_channels=num_classes)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    loader = NodeLoader((fs, gs), node_sampler=DistNeighborSampler((fs, gs), [5, 5], seed=seed),
-                        input_nodes=torch.from_numpy(ids), batch_size=128, shuffle=True)
-    losses = []
-    for _ in range(epochs):
-        total = 0.0
-        for batch in loader:
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index)[:batch.batch_size]
-            loss = F.cross_entropy(out, batch.y[:batch.batch_size].long())
-            loss.backward()
-            opt.step()
-            total += float(loss.detach())
-        losses.append(total / len(loader))
-    return losses
-
-
-# -- one process, 2 partitions ------------------------------------------------------
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("pyg"))

@@ -10,12 +10,11 @@ from hpcgnn.comm.mpi import MPI
 from hpcgnn.graph import DistGraph, node_split
 
 from conftest import served_layout
-from test_sampling import Oracle, make_graph
+from harness import Oracle, check_link_loader, check_node_loader, make_graph, train_sage
 
 pytest.importorskip("hpcgnn._ext")
 pytest.importorskip("torch_geometric")
 
-from test_pyg_backend import check_link_loader, check_node_loader, train_sage  # noqa: E402
 
 world = MPI.COMM_WORLD
 

@@ -13,7 +13,7 @@ from hpcgnn.graph import DistGraph
 from hpcgnn.graph.row_refs import RowRefs
 from hpcgnn.sampling import DistNodeDataLoader, NeighborSampler
 
-from test_sampling import make_graph
+from harness import make_graph
 
 pytest.importorskip("hpcgnn._ext")
 from hpcgnn import _ext  # noqa: E402

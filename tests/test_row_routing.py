@@ -74,7 +74,7 @@ def test_route_by_range_empty_and_bad_shapes():
 
 
 def test_pipeline_spans_grow_threefold_up_to_the_cap():
-    from hpcgnn.comm.rma.rowstore import pipeline_spans
+    from hpcgnn.comm.rma.rowchecks import pipeline_spans
 
     spans = pipeline_spans(10_000, 400, 3 << 17, 1 << 22)
     assert spans == [(0, 983), (983, 3932), (3932, 10_000)]

@@ -3,7 +3,6 @@ DistGraph, against the raw edge list (through the partitioner's id mapping).
 
 The statistical checks use a fixed seed and a chi-square bound at p = 1e-6; each
 has a companion test showing that a biased sampler fails it."""
-import math
 import os
 
 import h5py
@@ -11,105 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.datasets import generate_graph
 from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
-from hpcgnn.partition import load_partition, partition_graph
 from hpcgnn.sampling import NeighborSampler, sample_neighbors
 from hpcgnn.sampling import neighbor as nbmod
+
+from harness import (Oracle, biased_first_k, check_minibatch, check_sample_neighbors, chi2_bound, inclusion_stat,
+                     make_graph, uniform_ok)
 
 ext = pytest.importorskip("hpcgnn._ext")
 if not hasattr(ext, "sample_ranges"):
     pytest.skip("hpcgnn._ext built without sampling.pxi", allow_module_level=True)
-
-P_FAIL = 1e-6
-
-
-# -- shared helpers (also used by test_sampling_mpi.py) ---------------------------
-def make_graph(tmp, nparts, comm, edge_dir="in", num_nodes=2000):
-    raw = os.path.join(tmp, "g.h5")
-    generate_graph(raw, comm, num_nodes, 8, 8, 4, seed=5, edge_feat=True, name="g", overwrite=True)
-    cfg = partition_graph(raw, os.path.join(tmp, f"parts{nparts}{edge_dir}"), nparts, comm=comm,
-                          return_mapping=True, edge_dir=edge_dir, overwrite=True)
-    return raw, cfg
-
-
-class Oracle:
-    """The raw graph in new ids: endpoints and weight by new edge id, feat/label by
-    new node id, and each node's stored edges (in-edges for edge_dir='in')."""
-
-    def __init__(self, raw, cfg, edge_dir="in"):
-        with h5py.File(raw, "r") as f:
-            src, dst = f["edges/src"][:], f["edges/dst"][:]
-            feat, label = f["nodes/data/feat"][:], f["nodes/data/label"][:]
-            weight = f["edges/data/weight"][:]
-        p0 = load_partition(cfg, 0)
-        parts = [load_partition(cfg, p) for p in range(p0.book.num_partitions())]
-        orig_nid = np.concatenate([p.orig_nid for p in parts])
-        orig_eid = np.concatenate([p.orig_eid for p in parts])
-        new_of = np.empty_like(orig_nid)
-        new_of[orig_nid] = np.arange(len(orig_nid))
-        self.src, self.dst = new_of[src[orig_eid]], new_of[dst[orig_eid]]
-        self.feat, self.label, self.weight = feat[orig_nid], label[orig_nid], weight[orig_eid]
-        self.n = len(orig_nid)
-        self.node_bounds = np.append(p0.book.node_ranges[:, 0], p0.book.node_ranges[-1, 1])
-        own = self.dst if edge_dir == "in" else self.src
-        self.other = self.src if edge_dir == "in" else self.dst
-        self.deg = np.bincount(own, minlength=self.n)
-        # raw edge set, to check that sampled (src, dst) pairs exist with the given eid
-        self.edge_key = set(zip(self.src.tolist(), self.dst.tolist()))
-
-    def check_edges(self, src, dst, eid):
-        src, dst, eid = (np.asarray(a) for a in (src, dst, eid))
-        assert np.array_equal(self.src[eid], src) and np.array_equal(self.dst[eid], dst)
-        assert all(k in self.edge_key for k in zip(src[:200].tolist(), dst[:200].tolist()))
-
-
-def chi2_bound(dof, p=P_FAIL):
-    try:
-        from scipy.stats import chi2
-
-        return float(chi2.isf(p, dof))
-    except ImportError:                           # Wilson-Hilferty
-        z = 4.753424308822899                     # N(0,1) upper 1e-6 quantile
-        return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
-
-
-def inclusion_stat(eids, seed_pos, ranges, fanout, draws):
-    """Chi-square-like statistic of per-candidate inclusion counts against
-    ``draws * fanout / degree`` (variance ``draws p (1 - p)``), and its dof.
-    ``eids``/``seed_pos``: every sampled edge and which seed (index into ranges) drew it."""
-    stat, dof = 0.0, 0
-    for i, (f, e) in enumerate(ranges):
-        d = e - f
-        if d <= fanout:
-            continue
-        got = np.bincount(eids[seed_pos == i] - f, minlength=d)
-        p = fanout / d
-        exp = draws * p
-        stat += float((((got - exp) ** 2) / (exp * (1 - p))).sum())
-        dof += d - 1
-    return stat, dof
-
-
-def uniform_ok(sample, ranges, fanout, draws):
-    """sample(ranges repeated ``draws`` times) -> (eids, counts); True when inclusion
-    frequencies pass the chi-square bound."""
-    rows = np.repeat(np.asarray(ranges, np.int64), draws, axis=0)
-    eids, counts = sample(rows)
-    pos = np.repeat(np.repeat(np.arange(len(ranges)), draws), counts)
-    stat, dof = inclusion_stat(eids, pos, ranges, fanout, draws)
-    return stat < chi2_bound(dof), stat, dof
-
-
-def biased_first_k(rows, fanout):
-    """A wrong sampler: always the first ``fanout`` candidates."""
-    f, e = rows[:, 0], rows[:, 1]
-    c = np.minimum(e - f, fanout)
-    from hpcgnn.graph.dist_graph import expand_ranges
-
-    return expand_ranges(f, f + c), c
-
 
 def never_last(rows, fanout, seed):
     """A subtly wrong sampler: uniform among all but the last candidate."""
@@ -254,20 +165,6 @@ def graph(tmp_path_factory):
     g._ctx.finalize()
 
 
-def check_sample_neighbors(g, o, seeds, fanout, seed=0):
-    """Every sampled edge exists with its id; no duplicates; degree <= fanout: all."""
-    src, dst, eid = sample_neighbors(g, seeds, fanout, rng=seed)
-    o.check_edges(src, dst, eid)
-    dst, eid = dst.numpy(), eid.numpy()
-    for s in np.unique(seeds):
-        mine = eid[dst == s]
-        assert len(np.unique(mine)) == len(mine)
-        want = min(o.deg[s], fanout) if fanout >= 0 else o.deg[s]
-        assert len(mine) == want * (seeds == s).sum()
-        if o.deg[s] <= fanout:
-            assert sorted(mine.tolist()) == sorted(np.flatnonzero(o.dst == s).tolist())
-
-
 def test_sample_neighbors_edges_exist(graph):
     g, o = graph
     rng = np.random.default_rng(1)
@@ -355,31 +252,6 @@ def _h5_of(cfg):
 
     c, base = read_config(cfg)
     return os.path.join(base, c["h5_file"])
-
-
-def check_minibatch(g, o, b, seeds, fanouts):
-    n_id, e_id, ei = b.n_id.numpy(), b.e_id.numpy(), b.edge_index.numpy()
-    assert b.batch_size == len(seeds) and np.array_equal(n_id[:len(seeds)], seeds)
-    assert len(np.unique(n_id)) == len(n_id)
-    assert b.num_sampled_nodes[0] == len(seeds) and sum(b.num_sampled_nodes) == len(n_id)
-    assert len(b.num_sampled_edges) == len(fanouts) and sum(b.num_sampled_edges) == ei.shape[1] == len(e_id)
-    # edges: local -> global are the real edges, neighbor -> seed
-    o.check_edges(n_id[ei[0]], n_id[ei[1]], e_id)
-    ncum = np.cumsum([0] + b.num_sampled_nodes)
-    ecum = np.cumsum([0] + b.num_sampled_edges)
-    for h, f in enumerate(fanouts):
-        d = ei[1, ecum[h]:ecum[h + 1]]
-        assert d.size == 0 or (d.min() >= ncum[h] and d.max() < ncum[h + 1])   # targets: hop h nodes
-        s = ei[0, ecum[h]:ecum[h + 1]]
-        assert s.size == 0 or s.max() < ncum[h + 2]                            # sources: up to hop h+1
-        new = n_id[ncum[h + 1]:ncum[h + 2]]
-        assert not np.isin(new, n_id[:ncum[h + 1]]).any()
-        for v in range(ncum[h], ncum[h + 1]):                                   # per target: fanout or all
-            mine = e_id[ecum[h]:ecum[h + 1]][d == v]
-            assert len(np.unique(mine)) == len(mine) == (o.deg[n_id[v]] if f < 0 else min(o.deg[n_id[v]], f))
-    if b.x is not None:
-        assert torch.equal(b.x, torch.from_numpy(o.feat[n_id]))
-        assert np.array_equal(np.asarray(b.y), o.label[n_id])
 
 
 def test_neighbor_sampler_minibatch(graph):

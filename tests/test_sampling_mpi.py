@@ -14,11 +14,10 @@ from conftest import served_layout
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
 from hpcgnn.graph import DistGraph
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 from hpcgnn.sampling import NeighborSampler, sample_neighbors
 
-from test_sampling import (Oracle, check_minibatch, check_sample_neighbors, chi2_bound, inclusion_stat,
-                           make_graph)
+from harness import Oracle, check_minibatch, check_sample_neighbors, chi2_bound, inclusion_stat, make_graph
 
 world = MPI.COMM_WORLD
 

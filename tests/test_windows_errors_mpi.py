@@ -8,7 +8,7 @@ import hpcgnn.comm
 from hpcgnn.comm import probes
 from hpcgnn.comm.rma import transfers
 from hpcgnn.comm.mpi import MPI
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 from hpcgnn.errors import HpcgnnError, InputError
 
 world = MPI.COMM_WORLD

@@ -9,9 +9,9 @@ import pytest
 
 import hpcgnn
 import hpcgnn.comm
-from hpcgnn.comm.rma import rowstore as rs
+from hpcgnn.comm.rma import rowchecks as rs
 from hpcgnn.comm.mpi import MPI
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 from hpcgnn.errors import InputError
 
 world = MPI.COMM_WORLD

@@ -1,4 +1,4 @@
-"""Rows of a :class:`~hpcgnn.comm.rma.windows.RowStore` gathered by the device that
+"""Rows of a :class:`~hpcgnn.comm.rma.rowstore.RowStore` gathered by the device that
 uses them: the rows of this host's shared memory read in place by a device-side
 index gather (the segments registered with CUDA as mapped, pinned memory: zero-copy,
 never staged by the CPU), the rows of other hosts read by RMA straight into device

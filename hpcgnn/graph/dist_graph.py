@@ -10,7 +10,7 @@ Standalone mode (one process, every partition loaded locally; debugging, tests):
 
     g = DistGraph("g", part_config="parts/g.json")
 
-All reads are one-sided (see :mod:`hpcgnn.comm.rma.windows`): local partitions are read
+All reads are one-sided (see :mod:`hpcgnn.comm.rma.rowstore`): local partitions are read
 from shared memory, others with RMA, never waiting for the owner's Python code.
 """
 from __future__ import annotations

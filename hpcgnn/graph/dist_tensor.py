@@ -1,6 +1,6 @@
 """``DistTensor``: a tensor whose rows are sharded like the nodes or edges they describe.
 
-Storage is a :class:`~hpcgnn.comm.rma.windows.RowStore`.  Partition ``p``'s rows live
+Storage is a :class:`~hpcgnn.comm.rma.rowstore.RowStore`.  Partition ``p``'s rows live
 on the **first server rank of node ``p``** (one partition per node); nodes beyond
 the last partition hold no rows.  Every rank reads and writes any row by global id
 (one-sided, independent); owners must keep calling MPI meanwhile (servers blocked
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..comm.rma import rowstore as rs
+from ..comm.rma import rowchecks as rs
 from ..comm.agree import agreed
-from ..comm.rma.windows import RowStore
+from ..comm.rma.rowstore import RowStore
 from ..devices import concrete
 from ..errors import InputError
 from ..partition.featdtype import to_bf16_bits
@@ -185,7 +185,7 @@ class DistTensor:
         return self._ctx
 
     def open_store(self):
-        """The :class:`~hpcgnn.comm.rma.windows.RowStore` holding the rows (for the
+        """The :class:`~hpcgnn.comm.rma.rowstore.RowStore` holding the rows (for the
         cache and the sparse optimizers); InputError once the tensor was freed."""
         if self._released or self._store.freed:
             raise InputError(f"DistTensor {self._name!r}: the tensor has been freed")

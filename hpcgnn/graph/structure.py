@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..comm.rma.windows import RowStore
+from ..comm.rma.rowstore import RowStore
 
 
 class GraphStructure(Protocol):

@@ -34,7 +34,7 @@ import h5py
 import numpy as np
 
 from ..comm.agree import agreed
-from ..comm.rma.windows import RowStore
+from ..comm.rma.rowstore import RowStore
 from ..partition.config import read_config, verify_enabled
 from ..partition.featdtype import LOGICAL_KEY
 from ..partition.verify import PartChecks, structure_problems

@@ -1,13 +1,13 @@
 """The storage behind :class:`~hpcgnn.graph.DistTensor`: the registry of named
 tensors on the context, which ranks own which rows (the partitions' servers, or
 the graph's own layout for graph-sized tensors), creation and release of the
-:class:`~hpcgnn.comm.rma.windows.RowStore`, and the initial values."""
+:class:`~hpcgnn.comm.rma.rowstore.RowStore`, and the initial values."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..comm.agree import agreed
-from ..comm.rma.windows import RowStore
+from ..comm.rma.rowstore import RowStore
 from ..errors import InputError
 from ..partition.book import RangePartitionBook
 from .policy import PartitionPolicy

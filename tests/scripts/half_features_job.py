@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 import hpcgnn
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 from hpcgnn.graph import DistGraph, node_split
 from hpcgnn.sampling import DistNodeDataLoader, NeighborSampler
 

@@ -8,7 +8,7 @@ import hpcgnn.comm
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.comm.progress import serve_until
 from hpcgnn.comm.rma import readstats
-from hpcgnn.comm.rma.windows import RowStore
+from hpcgnn.comm.rma.rowstore import RowStore
 
 world = MPI.COMM_WORLD
 ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)

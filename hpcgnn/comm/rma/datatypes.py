@@ -1,11 +1,11 @@
 """MPI datatypes and reduction operations for one-sided row transfers
-(:mod:`hpcgnn.comm.rma.windows`), and who owns a table's row ranges by default."""
+(:mod:`hpcgnn.comm.rma.rowstore`), and who owns a table's row ranges by default."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import InputError
-from . import rowstore as rs
+from . import rowchecks as rs
 from ..mpi import MPI
 
 try:  # compiled datatype builder (ext/gather.pxi); mpi4py's builder is the fallback

@@ -1,11 +1,11 @@
-"""What a :class:`~hpcgnn.comm.rma.windows.RowStore` is, read without MPI: its row
+"""What a :class:`~hpcgnn.comm.rma.rowstore.RowStore` is, read without MPI: its row
 ranges, their owners, the routes to them, whether it is freed."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import InputError
-from .rowstore import DIRECT, SHM, WORLD
+from .rowchecks import DIRECT, SHM, WORLD
 
 #: The name of each route (``RowStore.routes``).
 ROUTE_NAMES = {DIRECT: "direct", SHM: "shm-rma", WORLD: "rma"}

@@ -2,7 +2,7 @@
 timed per owner host (bytes, seconds, the slowest read), for a trainer's epoch log
 and the warning that names a link that became slow.
 
-:func:`add` is called by :class:`~hpcgnn.comm.rma.windows.RowStore` for every gather
+:func:`add` is called by :class:`~hpcgnn.comm.rma.rowstore.RowStore` for every gather
 that read rows of another host (holding :data:`hpcgnn.comm.mpi.LOCK`, as every
 gather does); :func:`take` hands this process's totals over and starts new ones;
 :func:`gather_links` puts every trainer's together (collective); :class:`LinkWatch`

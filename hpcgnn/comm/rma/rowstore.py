@@ -1,183 +1,500 @@
-"""Pure helpers of :mod:`hpcgnn.comm.rma.windows`: validating ids and values, grouping
-rows by owner, combining duplicate writes.  No MPI here (independent, no
-communication), so they are tested in a single process.
+"""The one-sided data plane: a distributed table of rows in MPI windows.
+
+A :class:`RowStore` is a ``nrows x row_shape`` table of one NumPy dtype.  Its rows
+are cut into contiguous ranges (``boundaries``); range ``k`` lives in the memory of
+world rank ``owners[k]`` (a server).  Everyone reads and writes rows by global id:
+
+* **same node** (the owner is on my node, virtual or real): rows are read straight
+  from node-shared memory (``Win.Allocate_shared``), zero copies on the owner side;
+* **same host, other (virtual) node**: the owner's segment is mapped here too, so
+  rows are copied with plain loads (``HPCGNN_SHM_READS=rma`` uses a passive-target
+  ``Get`` on the shared window instead, as osc sm would); writes and atomics go
+  through the window;
+* **other host**: passive-target reads (a few growing ``Rget``s per owner) on a world
+  window created (``Win.Create``) over that same shared memory, so a host holds one
+  copy.
+
+Every window is opened once with ``Lock_all`` at creation and closed at
+:meth:`RowStore.free`; a gather's RMA reads name an indexed block of the requested
+rows on the target and of their places in ``out`` here: one ``Get`` per range, then
+``Flush``, on the shared window; growing ``Rget``s across hosts (see
+:attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put``
+(:meth:`RowStore.scatter`) and ``Accumulate`` / ``Get_accumulate`` (atomic per
+element, the basis of sparse optimizers), in :mod:`hpcgnn.comm.rma.rowwrites`.
+
+Choices made by measurement (Open MPI 4.1.4, see ``docs``/the report):
+
+* ``Win.Create`` over *any* memory, shared or not, is served on one host by
+  ``osc rdma`` over the vader BTL, which copies row by row (0.13-0.17 GB/s against
+  1.2 GB/s for ``osc sm``).  Hence the shared window itself is the RMA path inside a
+  host (``shm="host"``, the default), and the world window only crosses hosts.
+  ``shm="node"`` (or ``HPCGNN_SHM_SCOPE=node``) shares memory only inside each
+  (virtual) node, so that virtual nodes on one machine behave like separate hosts
+  (tests over TCP); run those with ``--mca osc sm,pt2pt``.
+* Mapped rows are copied by a compiled loop prefetching the next block
+  (``ext/src/gather_rows.c``: 1.4-1.6x ``torch.index_select``); ids are not sorted
+  first (restoring the caller's order cost more than sorted reads saved: 0.5-0.7x).
+
+**Progress.**  With ``osc pt2pt`` (TCP) a passive-target operation completes only
+when the owner enters MPI.  Owners must therefore be ranks that keep calling MPI
+(servers blocked in a control receive or a barrier) while others gather.
+
+**Accumulate atomicity.**  Accumulates go through one window only (the world window
+when the table spans hosts, else the shared window), so they are atomic against
+each other wherever they come from.  Mixing ``scatter`` and ``accumulate`` on the
+same rows without a :meth:`RowStore.barrier` in between is a race, as in MPI.
 """
 from __future__ import annotations
+
+import os
+import time
 
 import numpy as np
 
 from ...errors import InputError
+from . import hugepages, readstats
+from .. import probes
+from . import rowchecks as rs
+from ..agree import agreed
+from .datatypes import ALIGN as _ALIGN, MAX_OP_BYTES
+from .datatypes import default_owners as _default_owners
+from .datatypes import element_type as _element_type
+from ..mpi import MPI, serialized
+from .facts import RowFacts
+from .rowwrites import RowWrites
+from . import transfers as _transfers
+from .. import watchdog as _watchdog
+from ..._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
+from ..._ext import row_addresses as _ext_row_addresses
+from ..._ext import route_by_range as _ext_route_by_range
 
-#: Reductions ``RowStore.accumulate`` accepts, by name.
-OPS = ("sum", "max", "min", "replace")
-#: How a rank reaches a range: read in place (its own node), through the host's
-#: shared window, or through the world window (another host).
-DIRECT, SHM, WORLD = 0, 1, 2
+DIRECT, SHM, WORLD = rs.DIRECT, rs.SHM, rs.WORLD
 
 
-def as_ids(ids, nrows: int, where: str) -> np.ndarray:
-    """Row ids as a 1-D int64 array, checked against ``[0, nrows)``.
+class RowStore(RowWrites, RowFacts):
+    """A distributed ``nrows x row_shape`` table in MPI windows (see module doc).
 
-    ``ids`` may be a NumPy array, a torch tensor or a sequence of integers.  Raises
-    :class:`InputError` (naming ``where``: the table and the rank) for another
-    dtype, another shape or an id out of range.
+    Create collectively with :meth:`create`.  Owners fill their rows through
+    :attr:`local_rows`, then everyone calls :meth:`barrier`.  ``gather``,
+    ``scatter``, ``accumulate`` and ``get_accumulate`` are independent (any rank,
+    any time, no matching call on the owner).
     """
-    if hasattr(ids, "detach") and hasattr(ids, "numpy"):  # a torch tensor, without importing torch
-        ids = ids.detach().cpu().numpy()
-    arr = np.asarray(ids)
-    if arr.size == 0:
-        if arr.ndim > 1:
-            raise InputError(f"{where}: ids must be 1-D, got shape {arr.shape}")
-        return np.empty(0, dtype=np.int64)
-    if arr.ndim != 1:
-        raise InputError(f"{where}: ids must be 1-D, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        raise InputError(f"{where}: ids must be integers, got dtype {arr.dtype}")
-    if arr.dtype == np.uint64 and int(arr.max()) >= nrows:     # before int64 wraps it to a negative id
-        raise InputError(f"{where}: id {int(arr.max())} is out of range [0, {nrows})")
-    arr = arr.astype(np.int64, copy=False)
-    lo, hi = int(arr.min()), int(arr.max())
-    if lo < 0 or hi >= nrows:
-        bad = lo if lo < 0 else hi
-        raise InputError(f"{where}: id {bad} is out of range [0, {nrows})")
-    return arr
+
+    #: Largest number of rows moved by one MPI operation (bounds datatype sizes and
+    #: keeps every count and displacement in 32-bit ``int``).
+    max_rows_per_op = 1 << 22
+    #: A gather from another host is cut into ``Rget``s issued back to back, the
+    #: first of about this many bytes and each next one 3x larger (up to
+    #: ``max_rows_per_op`` rows), so the owner starts packing a small first piece
+    #: while this rank still builds the next pieces' datatypes (10k rows of 400 B
+    #: over TCP: 5% faster than one ``Get`` and ``Flush``).  0: one ``Get`` per owner.
+    get_first_piece_bytes = 3 << 17
+    #: Read rows of other (virtual) nodes of this host straight from the mapped shared
+    #: segment instead of with an RMA ``Get``: None follows ``HPCGNN_SHM_READS`` (read at
+    #: each gather; ``rma`` turns it off), True/False overrides it.
+    direct_shm_reads: bool | None = None
+
+    # ------------------------------------------------------------------ creation
+    @classmethod
+    def create(cls, ctx, name: str, boundaries, row_shape=(), dtype="float32", owners=None,
+               shm: str | None = None) -> "RowStore":
+        """Collective over ``ctx.world``: allocate the table and register it with
+        ``ctx.track`` (freed by ``ctx.finalize()``).
+
+        ``boundaries``: ``K+1`` non-decreasing row ids from 0 to ``nrows``; range
+        ``k`` is rows ``[boundaries[k], boundaries[k+1])``.  ``owners``: ``K`` world
+        ranks (default: the server ranks, one range each, or one range per node held
+        by its first server).  ``shm``: ``"host"`` (default, or
+        ``HPCGNN_SHM_SCOPE``) shares memory across a whole host, ``"node"`` only
+        inside each (virtual) node.  Rows start zeroed.  Bad arguments raise the same
+        :class:`InputError` on every rank.
+        """
+        return ctx.track(cls(ctx, name, boundaries, row_shape, dtype, owners, shm))
+
+    def __init__(self, ctx, name, boundaries, row_shape, dtype, owners, shm):
+        world = ctx.world
+        self.name = str(name)
+        self.rank = world.Get_rank()
+        self._world = world
+        self._freed = False
+        scope = self._check_arguments(ctx, boundaries, row_shape, dtype, owners, shm)
+        self.nrows = int(self._bounds[-1])
+        self.shape = (self.nrows,) + self.row_shape
+        self.row_elems = int(np.prod(self.row_shape, dtype=np.int64))
+        self.row_bytes = self.row_elems * self.dtype.itemsize
+        self.where = f"RowStore {self.name!r} on rank {self.rank}"    # names it in errors
+        my_rows = self._place_ranges()
+        my_bytes = my_rows * self.row_bytes
+        dom_rank, leaders = self._allocate_shared_window(ctx, scope, my_bytes)
+        seg = self._expose_to_other_hosts(my_bytes)
+        self._elem = None
+        try:
+            # local work only: an error on one rank is raised on all, and the windows
+            # are freed before it propagates
+            with agreed(world):
+                self._wire_routes(ctx, dom_rank, leaders)
+                # Rows move as blocks of bytes (the compiled builder makes them as fast as
+                # blocks of a row type, 93 us per 10k rows, and owners pack both alike);
+                # reductions need the element type.
+                self._elem, self._has_mpi_type = _element_type(self.dtype)
+                self._map_local_rows(seg, my_bytes, my_rows)
+        except BaseException:
+            self._release(locked=False)
+            raise
+        for w in self._windows():
+            w.Lock_all()
+        world.Barrier()
+
+    def _check_arguments(self, ctx, boundaries, row_shape, dtype, owners, shm) -> str:
+        """Collective: check the layout, row shape, dtype and sharing scope, and that
+        every rank passed the same; sets ``dtype``, ``row_shape``, ``_bounds`` and
+        ``_owners``.  Returns the scope, ``"host"`` or ``"node"``."""
+        world = self._world
+        with agreed(world):
+            self.dtype = np.dtype(dtype)
+            shape = row_shape if isinstance(row_shape, (tuple, list)) else (row_shape,)
+            self.row_shape = tuple(int(s) for s in shape)
+            if any(s < 0 for s in self.row_shape):
+                raise InputError(f"RowStore {self.name!r}: negative row shape {self.row_shape}")
+            if owners is None:
+                owners = _default_owners(ctx, len(np.asarray(boundaries)) - 1, self.name)
+            self._bounds, self._owners = rs.check_layout(boundaries, owners, world.Get_size(), self.name)
+            if self.dtype.hasobject or self.dtype.itemsize == 0:
+                raise InputError(f"RowStore {self.name!r}: dtype {self.dtype} cannot live in MPI memory "
+                                 "(Python objects or no size); use a numeric dtype")
+            scope = (shm or os.environ.get("HPCGNN_SHM_SCOPE") or "host").lower()
+            if scope not in ("host", "node"):
+                src = "shm" if shm else "HPCGNN_SHM_SCOPE"
+                raise InputError(f"RowStore {self.name!r}: {src}={scope!r}; choose 'host' or 'node'")
+            mine = (self._bounds.tolist(), self._owners.tolist(), self.row_shape, self.dtype.str, scope)
+        # every rank takes part in the broadcast (a rank that failed above has raised
+        # on all ranks by now), then the comparison is agreed on in turn
+        ref = world.bcast(mine, root=0)
+        with agreed(world):
+            if ref != mine:
+                raise InputError(f"RowStore {self.name!r}: ranks disagree on (boundaries, owners, row_shape, "
+                                 f"dtype, shm): rank 0 has {ref}, rank {self.rank} has {mine}")
+        return scope
+
+    def _place_ranges(self) -> int:
+        """Local: where each range sits inside its owner's segment (``_seg_row0``, in
+        rows); returns the number of rows of this rank's segment."""
+        seg_row0 = np.zeros(len(self._owners), dtype=np.int64)
+        seg_rows: dict[int, int] = {}
+        for k in range(len(self._owners)):
+            o = int(self._owners[k])
+            seg_row0[k] = seg_rows.get(o, 0)
+            seg_rows[o] = seg_rows.get(o, 0) + int(self._bounds[k + 1] - self._bounds[k])
+        self._seg_row0 = seg_row0
+        return seg_rows.get(self.rank, 0)
+
+    def _allocate_shared_window(self, ctx, scope: str, my_bytes: int):
+        """Collective: the sharing domain (host or node) and its shared window, with
+        ``my_bytes`` of this rank's rows.  Returns ``(dom_rank, leaders)``: every
+        range owner's rank in the domain (or ``MPI.UNDEFINED``) and every world rank's
+        domain leader (its lowest world rank)."""
+        world = self._world
+        if scope == "node":
+            self._domain, self._own_domain = ctx.node_comm, False
+        else:
+            self._domain, self._own_domain = world.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank), True
+        info = MPI.Info.Create()
+        info.Set("alloc_shared_noncontig", "true")
+        alloc = -(-my_bytes // _ALIGN) * _ALIGN
+        self._shwin = MPI.Win.Allocate_shared(alloc, 1, info=info, comm=self._domain)
+        info.Free()
+        wgroup, dgroup = world.Get_group(), self._domain.Get_group()
+        dom_rank = MPI.Group.Translate_ranks(wgroup, [int(o) for o in self._owners], dgroup)
+        dgroup.Free()
+        wgroup.Free()
+        leaders = world.allgather(self._domain.allreduce(self.rank, op=MPI.MIN))
+        self._multi_host = len(set(leaders)) > 1
+        return dom_rank, leaders
+
+    def _expose_to_other_hosts(self, my_bytes: int):
+        """Collective: my segment (None when it has no bytes), exposed to other hosts
+        through a world window when the table spans hosts; probes whether integer
+        ``get_accumulate`` can be trusted there."""
+        world = self._world
+        seg = self._shwin.Shared_query(self._domain.Get_rank())[0] if my_bytes else None
+        self._win = None
+        if self._multi_host:
+            self._win = MPI.Win.Create(seg if seg is not None else None, 1, comm=world)
+        # integer get_accumulate across hosts: refused where the MPI library returns
+        # wrong old values (Open MPI 4.1's osc rdma; floats are right)
+        self._fetch_ok = not (self._multi_host and self.dtype.kind in "iu") or probes.fetch_ok(world, self.dtype)
+        return seg
+
+    def _wire_routes(self, ctx, dom_rank, leaders) -> None:
+        """Local: the route and target of every range from this rank, the mapped views
+        of the ranges read in place, and the window atomics go through."""
+        K = len(self._owners)
+        my_leader = leaders[self.rank]
+        self._route = np.empty(K, dtype=np.int64)
+        self._target = np.empty(K, dtype=np.int64)
+        self._views: dict[int, np.ndarray] = {}
+        self._readable_cache = None
+        for k in range(K):
+            o = int(self._owners[k])
+            if ctx.node_of(o) == ctx.node_id:
+                self._route[k], self._target[k] = DIRECT, dom_rank[k]
+                self._views[k] = self._range_view(k, dom_rank[k])
+            elif leaders[o] == my_leader:
+                self._route[k], self._target[k] = SHM, dom_rank[k]
+                # Same host: the owner's segment is mapped here too.  Reads copy it
+                # with plain loads (what osc sm's Get does, minus building and
+                # interpreting a derived datatype); writes and atomics still go
+                # through the window.
+                self._views[k] = self._range_view(k, dom_rank[k])
+            else:
+                self._route[k], self._target[k] = WORLD, o
+        self._atomic = (self._win, WORLD) if self._multi_host else (self._shwin, SHM)
+
+    def _map_local_rows(self, seg, my_bytes: int, my_rows: int) -> None:
+        """Local: ``local_rows``, this rank's rows as an array over its segment (advised
+        to huge pages, then zeroed), and ``_local_ranges``, the ranges it owns."""
+        self._local_ranges = np.nonzero(self._owners == self.rank)[0]
+        if my_bytes:
+            mem = np.frombuffer(seg, dtype=np.uint8, count=my_bytes)
+            self.local_rows = mem.view(self.dtype).reshape((-1,) + self.row_shape)
+            self.huge_pages_advised = hugepages.advise(mem)     # before the first touch
+            mem[:] = 0
+        else:
+            # no bytes: no rows owned, or rows of 0 bytes (still as many as owned)
+            self.local_rows = np.empty((my_rows,) + self.row_shape, dtype=self.dtype)
+            self.huge_pages_advised = False
+
+    def _range_view(self, k: int, dom_rank: int) -> np.ndarray:
+        nk = int(self._bounds[k + 1] - self._bounds[k])
+        if nk == 0 or self.row_bytes == 0:
+            return np.zeros((nk,) + self.row_shape, dtype=self.dtype)
+        buf = self._shwin.Shared_query(dom_rank)[0]
+        start = int(self._seg_row0[k]) * self.row_bytes
+        mem = np.frombuffer(buf, dtype=np.uint8, count=nk * self.row_bytes, offset=start)
+        return mem.view(self.dtype).reshape((nk,) + self.row_shape)
+
+    def _windows(self):
+        return [w for w in (self._shwin, self._win) if w is not None]
+
+    # ------------------------------------------------------------------ reads
+    @serialized
+    def gather(self, ids, out: np.ndarray | None = None, cache=None) -> np.ndarray:
+        """Independent: the rows of ``ids`` (global, any order, repeats allowed), in
+        the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``).
+        ``cache``: ``(sorted ids, their rows)`` served from memory instead."""
+        self._check_open()
+        ids = rs.as_ids(ids, self.nrows, self.where)
+        n = len(ids)
+        want = (n,) + self.row_shape
+        if out is None:
+            out = np.empty(want, dtype=self.dtype)
+        elif (not isinstance(out, np.ndarray) or out.shape != want or out.dtype != self.dtype
+              or not out.flags.c_contiguous or not out.flags.writeable):
+            raise InputError(f"{self.where}: out must be a writable C-contiguous {self.dtype} array of shape {want}")
+        cache = rs.check_cache(cache, self.row_shape, self.dtype, self.where)
+        if n == 0 or self.row_bytes == 0:
+            return out
+        return self._gather_ranges(ids, out, cache if cache[0] is not None else None)
+
+    @serialized
+    def addresses(self, ids, cache=None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Independent: where this process can read the rows of ``ids`` in place,
+        without copying them: ``(addr, fetched)``, ``addr[i]`` (``uintp``) the address
+        of row ``ids[i]`` in node-shared memory, in ``cache`` (``(sorted ids,
+        rows)``), or in ``fetched``, a new array with the rows of ranges that only RMA
+        reaches (read here; None when there are none).  The addresses stay valid while
+        this store is open and ``fetched`` and the cache's rows are alive; rows written
+        later show through.  Rows of 0 bytes get no address (all 0)."""
+        self._check_open()
+        ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self.where), dtype=np.int64)
+        cids, crows = rs.check_cache(cache, self.row_shape, self.dtype, self.where)
+        n = len(ids)
+        addr = np.zeros(n, dtype=np.uintp)
+        if n == 0 or self.row_bytes == 0:
+            return addr, None
+        bounds, _, bases = self._readable()
+        range_of = np.empty(n, dtype=np.int32)
+        left = _ext_row_addresses(bases, bounds, self.row_bytes, ids, addr, range_of, cids, crows)
+        fetched = None
+        if left:
+            pos = np.flatnonzero(range_of >= 0)
+            fetched = self._gather_ranges(ids[pos], np.empty((len(pos),) + self.row_shape, dtype=self.dtype))
+            addr[pos] = fetched.ctypes.data + np.arange(len(pos), dtype=np.uintp) * np.uintp(self.row_bytes)
+        if cache is not None:
+            self.last_cache_hits = int(np.count_nonzero(range_of == -2))
+        return addr, fetched
+
+    def _shm_direct(self) -> bool:
+        if self.direct_shm_reads is not None:
+            return bool(self.direct_shm_reads)
+        return os.environ.get("HPCGNN_SHM_READS", "direct") != "rma"
+
+    def _direct(self, k: int) -> bool:
+        return bool(self._route[k] == DIRECT or (self._route[k] == SHM and self._shm_direct()))
+
+    def _readable(self):
+        """``(bounds, direct, bases)`` for the compiled lookups: the range bounds as
+        int64, which ranges this rank reads in place, and their first rows' addresses
+        (0 for the others)."""
+        key = self._shm_direct()
+        if self._readable_cache is None or self._readable_cache[0] != key:
+            K = len(self._bounds) - 1
+            direct = np.array([self._direct(k) for k in range(K)], dtype=bool)
+            bases = np.zeros(K, dtype=np.uintp)
+            for k in np.flatnonzero(direct):
+                bases[k] = self._views[k].ctypes.data
+            self._readable_cache = (key, np.ascontiguousarray(self._bounds, dtype=np.int64), direct, bases)
+        return self._readable_cache[1:]
+
+    def _gather_ranges(self, ids: np.ndarray, out: np.ndarray, cache=None) -> np.ndarray:
+        """The compiled path: one C pass copies every row of a directly readable range
+        into place (no sort by owner, no permutation); rows of the other ranges are
+        fetched with one RMA ``Get`` per range, issued before the local copies so
+        they overlap.  Ids in ``cache`` are copied from it and never fetched."""
+        n, K = len(ids), len(self._bounds) - 1
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        flat = out.reshape(n, -1)
+        bounds, direct, bases = self._readable()
+        range_of = np.empty(n, dtype=np.int32)
+        cids, crows = cache if cache is not None else (None, None)
+        pending = []
+        in_place = direct.any()
+        if not direct.all():
+            if cids is None:
+                # positions of the ids to fetch, grouped by range, and their rows' byte
+                # displacements in the owners' segments (one compiled call)
+                pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids,
+                                                         self._seg_row0, self.row_bytes)
+                in_place = in_place and n > int(counts.sum())     # some ids are read in place
+            else:
+                # which ids need a Get: a pass with no readable range labels them and
+                # copies the cached rows
+                left = _ext_gather_ranges(np.zeros(K, dtype=np.uintp), bounds, ids, flat, range_of, cids, crows)
+                pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids, self._seg_row0,
+                                                         self.row_bytes, labels=range_of)
+                in_place = in_place and left > int(counts.sum())
+            t_issue = time.perf_counter()
+            pending = self._issue_gets(flat, pos, disps, counts)
+        hits = None
+        if not direct.all() and cids is not None:
+            hits = int(np.count_nonzero(range_of == -2))
+            cids = crows = None            # the labelling pass copied the cached rows already
+        if in_place:
+            _ext_gather_ranges(bases, bounds, ids, flat, range_of, cids, crows)
+        if pending:
+            self._finish_gets(pending, counts, t_issue)
+        if cache is not None:
+            self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
+        return out
+
+    @serialized
+    def read_remote(self, ids, out) -> None:
+        """Independent: the rows of ``ids`` (none read in place: :meth:`direct_views`) by
+        RMA straight into ``out``, ``len(ids)`` rows of ``row_bytes`` in any buffer MPI
+        takes (NumPy, torch through DLPack, GPU memory where MPI is GPU-aware)."""
+        self._check_open()
+        ids = np.ascontiguousarray(rs.as_ids(ids, self.nrows, self.where), dtype=np.int64)
+        bounds, direct, _ = self._readable()
+        pos, disps, counts = _ext_route_by_range(bounds, direct.view(np.uint8), ids, self._seg_row0, self.row_bytes)
+        if int(counts.sum()) != len(ids):
+            raise InputError(f"{self.where}: read_remote was given ids of rows this process reads in place")
+        t_issue = time.perf_counter()
+        self._finish_gets(self._issue_gets(out, pos, disps, counts), counts, t_issue)
+
+    def _finish_gets(self, pending, counts, t_issue: float) -> None:
+        """Wait for the reads; time those of other hosts' rows, by owner (:mod:`.readstats`)."""
+        ks = np.flatnonzero(counts).tolist()
+        self._complete(pending, [int(self._owners[k]) for k in ks])
+        readstats.add_all([(int(self._owners[k]), int(counts[k]) * self.row_bytes) for k in ks
+                           if self._route[k] == WORLD], time.perf_counter() - t_issue)
+
+    def _issue_gets(self, rows2d, pos, disps, counts) -> list:
+        """One RMA read per range with ``counts``: the rows land in their places
+        ``pos`` of ``rows2d`` (no buffer, no second copy).  Returns what to complete."""
+        pending, ends = [], np.cumsum(counts)
+        try:
+            for k in np.flatnonzero(counts).tolist():
+                a, b = int(ends[k] - counts[k]), int(ends[k])
+                win = self._shwin if self._route[k] == SHM else self._win
+                pending += self._rma(win, int(self._target[k]), k, None, rows2d, "get", origin_rows=pos[a:b],
+                                     pipelined=self._route[k] == WORLD, disps=disps[a:b])
+        except BaseException:
+            self._complete(pending)
+            raise
+        return pending
+
+    # ------------------------------------------------------------------ RMA core
+    def _rma(self, win, target, k, offs, rows2d, kind, op=None, result2d=None, origin_rows=None,
+             pipelined=False, disps=None):
+        """Issue the operations on range ``k`` (:func:`transfers.issue`): one per chunk
+        of at most ``max_rows_per_op`` rows, or (``pipelined`` gets) growing ``Rget``s
+        (:func:`rowchecks.pipeline_spans`).  ``offs``: rows of range ``k``, or
+        ``disps``: their byte displacements in the target's segment."""
+        if disps is None:
+            disps = (offs + int(self._seg_row0[k])) * self.row_bytes
+        total = len(disps)
+        step = max(1, min(int(self.max_rows_per_op), MAX_OP_BYTES // max(self.row_bytes, 1)))
+        pipelined = pipelined and kind == "get" and self.get_first_piece_bytes > 0
+        if pipelined:
+            spans = rs.pipeline_spans(total, self.row_bytes, self.get_first_piece_bytes, step)
+        else:
+            spans = [(s, min(s + step, total)) for s in range(0, total, step)]
+        if kind in ("get", "put"):
+            old, per_row = MPI.BYTE, self.row_bytes
+        else:
+            old, per_row = self._elem, self.row_elems
+        return _transfers.issue(win, target, disps, rows2d, kind, spans, old, per_row, self.row_bytes,
+                                op=op, result2d=result2d, origin_rows=origin_rows, requests=pipelined)
+
+    def _complete(self, pending, ranks=None) -> None:
+        """Wait for the operations ``pending`` on the ranges of world ``ranks``
+        (default: every owner), at most ``HPCGNN_TIMEOUT`` (:mod:`.watchdog`)."""
+        if not pending:
+            return
+        with _watchdog.waiting(f"rows of {self.name!r} (one-sided reads and writes)",
+                               self._owners.tolist() if ranks is None else ranks):
+            _transfers.complete(pending)
+
+    # ------------------------------------------------------------------ sync, lifetime
+    @serialized
+    def barrier(self, comm=None) -> None:
+        """Collective over the world (or over ``comm``, a group of readers and writers,
+        e.g. the trainers while the owners serve): every write issued before it
+        (``local_rows`` stores, ``scatter``, ``accumulate``) by a rank of that group is
+        visible to every read after it by a rank of that group."""
+        self._check_open()
+        for w in self._windows():
+            w.Flush_all()
+            w.Sync()
+        (self._world if comm is None else comm).Barrier()
+        for w in self._windows():
+            w.Sync()
+
+    @serialized
+    def free(self) -> None:
+        """Collective over the world: close the epochs and free the windows (the
+        shared memory is released; nothing is left in ``/dev/shm``).  Idempotent."""
+        if self._freed:
+            return
+        self._world.Barrier()
+        self._release(locked=True)
+
+    def _release(self, locked: bool) -> None:
+        """Collective: free the windows, the element type and the domain."""
+        self._freed = True
+        if locked:
+            for w in self._windows():
+                w.Unlock_all()
+        self._views.clear()
+        self.local_rows = None
+        if self._win is not None:
+            self._win.Free()
+        self._shwin.Free()
+        if self._elem is not None:
+            self._elem.Free()
+        if self._own_domain:
+            self._domain.Free()
+        self._win = self._shwin = None
 
 
-_SORTED_CACHE: list = []        # the last cache ids found sorted (kept alive: ids stay unique)
-
-
-def check_cache(cache, row_shape: tuple, dtype: np.dtype, where: str):
-    """``cache`` (``(sorted ids, their rows)`` or None) checked: ``(ids, rows)``, the
-    ids a 1-D C-contiguous int64 array sorted ascending, the rows a C-contiguous
-    ``(len(ids), *row_shape)`` array of ``dtype`` (they are read, or pointed to, in
-    place).  Raises :class:`InputError` naming ``where``.  Sortedness is checked once
-    per ids array (the last one seen is remembered)."""
-    if cache is None:
-        return None, None
-    try:
-        cids, crows = cache
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: cache must be a pair (sorted ids, rows), got {type(cache).__name__}") from None
-    if not (isinstance(cids, np.ndarray) and cids.dtype == np.int64 and cids.ndim == 1
-            and cids.flags.c_contiguous):
-        raise InputError(f"{where}: cache ids must be a 1-D C-contiguous int64 NumPy array")
-    want = (len(cids),) + tuple(row_shape)
-    if not (isinstance(crows, np.ndarray) and crows.dtype == dtype and crows.shape == want
-            and crows.flags.c_contiguous):
-        got = (getattr(crows, "dtype", type(crows).__name__), getattr(crows, "shape", None))
-        raise InputError(f"{where}: cache rows must be a C-contiguous {dtype} array of shape {want}, "
-                         f"got {got[0]} {got[1]}")
-    if not any(c is cids for c in _SORTED_CACHE):
-        if len(cids) > 1 and not bool(np.all(cids[1:] >= cids[:-1])):
-            raise InputError(f"{where}: cache ids must be sorted ascending")
-        _SORTED_CACHE[:] = [cids]
-    return cids, crows
-
-
-def as_rows(values, n: int, row_shape: tuple, dtype: np.dtype, where: str) -> np.ndarray:
-    """``values`` as a C-contiguous ``(n, *row_shape)`` array of ``dtype``.
-
-    Only safe casts are made (int32 into float64, not float64 into float32); a
-    scalar or a single row is not broadcast.  Raises :class:`InputError` otherwise.
-    """
-    if hasattr(values, "detach") and hasattr(values, "numpy"):
-        values = values.detach().cpu().numpy()
-    arr = np.asarray(values)
-    want = (n,) + tuple(row_shape)
-    if arr.shape != want:
-        raise InputError(f"{where}: values have shape {arr.shape}, expected {want}")
-    if arr.dtype != dtype and not np.can_cast(arr.dtype, dtype, "safe"):
-        raise InputError(f"{where}: values have dtype {arr.dtype}, which does not cast safely to {dtype}")
-    return np.ascontiguousarray(arr, dtype=dtype)
-
-
-def pipeline_spans(n: int, row_bytes: int, first_bytes: int, max_rows: int) -> list[tuple[int, int]]:
-    """Cut ``n`` rows into ``[(start, end), ...]`` pieces that grow: the first of about
-    ``first_bytes``, each next one 3x the last, none over ``max_rows`` rows.  A
-    gather from another host issues one ``Rget`` per piece, back to back: the owner
-    starts on a small first piece at once and packs it while the next pieces'
-    datatypes are built here."""
-    rows = max(1, int(first_bytes) // max(int(row_bytes), 1))
-    cap = max(1, int(max_rows))
-    spans, s = [], 0
-    while s < n:
-        e = min(n, s + min(rows, cap))
-        spans.append((s, e))
-        s, rows = e, rows * 3
-    return spans
-
-
-def owner_of(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Range index of every id (``bounds[k] <= id < bounds[k+1]``)."""
-    return np.searchsorted(bounds, ids, side="right") - 1
-
-
-def group(ids: np.ndarray, bounds: np.ndarray):
-    """Group ids by range: ``(perm, counts)``.
-
-    ``ids[perm]`` lists the ids of range 0, then of range 1, ...; each group keeps the
-    caller's order.  ``perm`` is ``None`` when the ids are already grouped (all in
-    one range, the common case), so no reordering is needed.
-    """
-    k = len(bounds) - 1
-    if k == 1:
-        return None, np.array([len(ids)], dtype=np.int64)
-    if len(ids):
-        first, last = owner_of(np.array([ids.min(), ids.max()]), bounds)
-        if first == last:                      # one owner: no per-id search
-            counts = np.zeros(k, dtype=np.int64)
-            counts[first] = len(ids)
-            return None, counts
-    own = owner_of(ids, bounds)
-    counts = np.bincount(own, minlength=k).astype(np.int64)
-    if len(ids) == 0 or np.all(own[1:] >= own[:-1]):
-        return None, counts
-    small = own.astype(np.int16 if k < (1 << 15) else np.int64)  # int16: numpy's stable sort is a radix sort
-    return np.argsort(small, kind="stable"), counts
-
-
-def last_wins(ids: np.ndarray, values: np.ndarray):
-    """Drop all but the last write of every repeated id (``ids`` unchanged when unique)."""
-    uniq, first_from_end = np.unique(ids[::-1], return_index=True)
-    if len(uniq) == len(ids):
-        return ids, values
-    keep = np.sort(len(ids) - 1 - first_from_end)
-    return ids[keep], values[keep]
-
-
-def combine(ids: np.ndarray, values: np.ndarray, op: str):
-    """Fold repeated ids into one row with ``op`` (``sum``, ``max``, ``min``,
-    ``replace``): an accumulate of the result equals the accumulates of every
-    row one after the other."""
-    uniq, inv = np.unique(ids, return_inverse=True)
-    if len(uniq) == len(ids):
-        return ids, values
-    if op == "replace":
-        return last_wins(ids, values)
-    if op == "sum":
-        out = np.zeros((len(uniq),) + values.shape[1:], dtype=values.dtype)
-        np.add.at(out, inv, values)
-    else:
-        ufunc = np.maximum if op == "max" else np.minimum
-        first = np.full(len(uniq), -1, dtype=np.int64)
-        first[inv[::-1]] = np.arange(len(ids))[::-1]
-        out = values[first].copy()
-        ufunc.at(out, inv, values)
-    return uniq, out
-
-
-def check_layout(nrows_bounds, owners, world_size: int, name: str):
-    """Validate range boundaries and owners; return ``(bounds, owners)`` as arrays."""
-    bounds = np.asarray(nrows_bounds)
-    if bounds.ndim != 1 or len(bounds) < 2 or bounds.dtype.kind not in "iu":
-        raise InputError(f"RowStore {name!r}: boundaries must be a 1-D integer array of at least two "
-                         f"entries, got {bounds!r}")
-    bounds = bounds.astype(np.int64)
-    if bounds[0] != 0 or np.any(np.diff(bounds) < 0):
-        raise InputError(f"RowStore {name!r}: boundaries must start at 0 and never decrease, got {bounds.tolist()}")
-    owners = np.asarray(owners, dtype=np.int64).reshape(-1)
-    if len(owners) != len(bounds) - 1:
-        raise InputError(f"RowStore {name!r}: {len(bounds) - 1} row range(s) but {len(owners)} owner(s)")
-    if len(owners) and (owners.min() < 0 or owners.max() >= world_size):
-        raise InputError(f"RowStore {name!r}: owner ranks {owners.tolist()} outside the {world_size} ranks")
-    return bounds, owners
+__all__ = ["RowStore"]

@@ -1,4 +1,4 @@
-"""Writes to a :class:`~hpcgnn.comm.rma.windows.RowStore`: rows stored with ``Put``,
+"""Writes to a :class:`~hpcgnn.comm.rma.rowstore.RowStore`: rows stored with ``Put``,
 and combined with ``Accumulate`` / ``Get_accumulate`` (atomic per element against
 every other accumulate of the table, the basis of sparse optimizers).
 
@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 
 from ...errors import HpcgnnError, InputError
-from . import rowstore as rs
+from . import rowchecks as rs
 from .datatypes import MPI_OPS, check_op_dtype, op_name
 from ..mpi import serialized
 

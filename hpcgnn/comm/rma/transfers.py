@@ -1,4 +1,4 @@
-"""The MPI calls that move rows of one :class:`~hpcgnn.comm.rma.windows.RowStore` range
+"""The MPI calls that move rows of one :class:`~hpcgnn.comm.rma.rowstore.RowStore` range
 to or from one target rank, and their completion.
 
 Every operation names an indexed block of rows on the target side (byte
