@@ -20,7 +20,7 @@ quiet machine (no other ``mpirun``/``pytest``, and a 1-minute load below 1.0 or 
 ``--wait-budget`` in all; a run that started on a busy machine is flagged ``noisy``.
 
 Every phase is fitted by non-negative least squares on relative errors to the terms of
-:func:`hpcgnn.plan.terms`; the held-out graph's measurements are compared with the
+:func:`hpcgnn.scale_model.terms`; the held-out graph's measurements are compared with the
 predictions (``rel_error``; ``meets_target``: all within 20%).  The coefficients go to
 ``hpcgnn/data/scale_model.json`` (``--model-out``), the measurements to ``--save``.
 Prints one JSON object.
@@ -42,10 +42,10 @@ from memory_bench import HPCGNN, MPIRUN, json_rows  # noqa: E402
 
 
 def _load_plan():
-    """hpcgnn/plan.py by its path: importing the package would start MPI in this
+    """hpcgnn/scale_model.py by its path: importing the package would start MPI in this
     process, and the ``mpirun`` it launches would then fail."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hpcgnn", "plan.py")
-    spec = importlib.util.spec_from_file_location("hpcgnn_plan", path)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hpcgnn", "scale_model.py")
+    spec = importlib.util.spec_from_file_location("hpcgnn_scale_model", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

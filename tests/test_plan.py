@@ -9,7 +9,7 @@ import pytest
 from conftest import clean_mpi_env
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.datasets import generate_graph
-from hpcgnn.plan import (MODEL_PATH, epoch_time, load_model, parse_size, partition_need, partition_time, plan,
+from hpcgnn.scale_model import (MODEL_PATH, epoch_time, load_model, parse_size, partition_need, partition_time, plan,
                          predict, sampled_per_seed, terms, training_need)
 
 single = pytest.mark.skipif(MPI.COMM_WORLD.Get_size() > 1, reason="single-process test (runs in the 1-rank pass)")

@@ -3,7 +3,7 @@
 Reads only the raw file's attributes and dataset shapes (``num_nodes``, ``num_edges``,
 ``/nodes/data/feat``'s shape and dtype, ``ntypes``), never its data, or takes
 ``--num-nodes/--num-edges/--feat-dim`` instead of a file; then applies the scale model
-(docs/scaling.md, :mod:`hpcgnn.plan`): bytes to partition and to serve, the fewest
+(docs/scaling.md, :mod:`hpcgnn.scale_model`): bytes to partition and to serve, the fewest
 nodes of ``--node-memory`` for partitioning (``--ranks-per-node`` ranks each) and for
 training (one server and ``--trainers-per-node`` trainers per node), the predicted
 partition time and epoch time, and the assumptions behind them.
@@ -17,7 +17,7 @@ import h5py
 
 from ..comm.mpi import MPI
 from ..errors import InputError
-from ..plan import RESERVE, load_model, parse_size, plan
+from ..scale_model import RESERVE, load_model, parse_size, plan
 
 FEAT_BYTES = {"float32": 4, "bf16": 2, "fp16": 2}
 
