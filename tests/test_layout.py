@@ -48,3 +48,15 @@ def test_plan_separate_mode():
 def test_plan_rejects(text, sizes, needle):
     with pytest.raises(LayoutError, match=needle):
         plan_roles(Layout.parse(text), sizes)
+
+
+def test_current_context_required_names_the_caller(monkeypatch):
+    from hpcgnn.comm import context
+    from hpcgnn.errors import InputError
+
+    monkeypatch.setattr(context, "_open_contexts", [])
+    assert context.current_context() is None
+    with pytest.raises(InputError, match=r"^DistTensor: runs after hpcgnn.initialize\(...\)"):
+        context.current_context(required="DistTensor")
+    with pytest.raises(InputError, match=r"^Trainer: runs on trainer ranks, after hpcgnn.initialize"):
+        context.current_context(required="Trainer", trainer=True)

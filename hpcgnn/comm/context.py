@@ -284,8 +284,14 @@ def open_context(ctx: Context) -> Context:
     return ctx
 
 
-def current_context() -> Context | None:
-    """The newest opened, not finalized context of this process, or ``None``."""
+def current_context(required: str | None = None, trainer: bool = False) -> Context | None:
+    """The newest opened, not finalized context of this process, or ``None``.
+    ``required`` (the caller's name, for the message): InputError instead of ``None``;
+    ``trainer``: also on a rank that is not a trainer."""
     while _open_contexts and _open_contexts[-1].finalized:
         _open_contexts.pop()
-    return _open_contexts[-1] if _open_contexts else None
+    ctx = _open_contexts[-1] if _open_contexts else None
+    if required and (ctx is None or (trainer and not ctx.is_trainer)):
+        where = "on trainer ranks, " if trainer else ""
+        raise InputError(f"{required}: runs {where}after hpcgnn.initialize(...) (and before ctx.finalize())")
+    return ctx

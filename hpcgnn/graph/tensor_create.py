@@ -15,9 +15,9 @@ from .tensor_store import graph_policy, init_by_trainers, init_values, create_en
 def live_context(ctx):
     """``ctx``, or the current context when None; it must be initialized and not finalized."""
     if ctx is None:
-        ctx = current_context()
-    if ctx is None or getattr(ctx, "finalized", False):
-        raise InputError("DistTensor: needs an initialized, not finalized context (hpcgnn.initialize)")
+        return current_context(required="DistTensor")
+    if ctx.finalized:
+        raise InputError("DistTensor: runs after hpcgnn.initialize(...) (and before ctx.finalize())")
     return ctx
 
 

@@ -41,7 +41,7 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
     dims = getattr(model, "dims", None)
     if not (isinstance(dims, (list, tuple)) and len(dims) == model.num_layers + 1):
         dims = None                # not a list of layer widths: ask the first batch
-    tc = current_context().trainer_comm
+    tc = current_context(required="layerwise_inference", trainer=True).trainer_comm
     # rows are read through shared memory, so a server of this host that died would
     # otherwise be named only by the launcher once the job ends
     watch = peers.Watch(("server", "sampler"), watchdog.timeout_s())

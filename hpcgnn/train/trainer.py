@@ -77,8 +77,8 @@ class Trainer:
                  epoch_steps: int = 0, resume: bool = False, progress: str = "auto", graph=None,
                  find_unused_parameters: bool = False, meta: dict | None = None, tensors: dict | None = None,
                  name: str = "hpcgnn", lr_given: bool = True):
-        ctx = ctx or current_context()
-        if ctx is None or not ctx.is_trainer:
+        ctx = ctx or current_context(required=f"{name}: Trainer", trainer=True)
+        if not ctx.is_trainer:
             raise InputError(f"{name}: Trainer runs on trainer ranks, after hpcgnn.initialize(...)")
         self.ctx, self.tc, self.name = ctx, ctx.trainer_comm, name
         self.model, self.run_dir = model, run_dir
