@@ -100,14 +100,19 @@ have() { "$VPY" -c "$1" >/dev/null 2>&1; }
 have 'import Cython, pkgconfig, wheel, numpy, mpi4py, setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' \
   || pipi --upgrade pip "setuptools>=77" wheel "Cython>=3.0" pkgconfig "numpy>=1.24" "mpi4py>=3.1"
 
+# h5py is compiled against parallel HDF5 (a few minutes on one core) in the
+# background while torch and the rest install and ext/ compiles (h5py: --no-deps,
+# and hpcgnn below: --no-deps, so neither pip touches the other's packages).
+h5py_log="$VENV/.h5py-build.log"
+h5py_pid=""
 if ! have 'import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)'; then
-  say "building h5py against parallel HDF5 in $HDF5_DIR (a few minutes)"
+  say "building h5py against parallel HDF5 in $HDF5_DIR (a few minutes, in the background)"
   # --force-reinstall: a serial h5py already visible (system site-packages) would
   # otherwise satisfy the requirement and nothing would be built
-  CC="$MPICC" HDF5_MPI=ON HDF5_DIR="$HDF5_DIR" \
-    pipi --no-build-isolation --no-binary=h5py --no-cache-dir --force-reinstall --no-deps "h5py>=3.10"
-  have 'import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)' \
-    || die "h5py was built without MPI support; is HDF5_DIR=$HDF5_DIR the parallel build?"
+  ( CC="$MPICC" HDF5_MPI=ON HDF5_DIR="$HDF5_DIR" \
+      pipi --no-build-isolation --no-binary=h5py --no-cache-dir --force-reinstall --no-deps "h5py>=3.10" ) \
+    >"$h5py_log" 2>&1 &
+  h5py_pid=$!
 fi
 
 if ! have 'import torch'; then
@@ -127,8 +132,13 @@ stamp="$VENV/.hpcgnn-built"
 if [ ! -f "$stamp" ] || [ -n "$(find setup.py pyproject.toml ext -newer "$stamp" -type f 2>/dev/null | head -1)" ] \
    || ! have 'import hpcgnn._ext'; then
   say "building hpcgnn (ext/)"
-  CC="$MPICC" pipi --no-build-isolation -e .
+  CC="$MPICC" pipi --no-build-isolation --no-deps -e .
   touch "$stamp"
 fi
+if [ -n "$h5py_pid" ]; then
+  wait "$h5py_pid" || { cat "$h5py_log" >&2; die "building h5py against $HDF5_DIR failed (log above)"; }
+fi
+have 'import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)' \
+  || die "h5py was built without MPI support; is HDF5_DIR=$HDF5_DIR the parallel build?"
 have 'import hpcgnn._ext' || die "hpcgnn's compiled extension does not import"
 say "ready: source $VENV/bin/activate"

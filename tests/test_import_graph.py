@@ -139,3 +139,31 @@ def test_modules_and_functions_stay_short():
                 if lines > 80 and f"{rel}:{node.name}" not in LONG_FUNCTIONS:
                     long_.append(f"{rel}:{node.name}: {lines} lines")
     assert big == [] and long_ == [], big + long_
+
+
+#: MPI by hand outside hpcgnn/comm/ (``with LOCK:``, ``MPI.SUM``-style reductions),
+#: by file: what is left to move behind hpcgnn.comm.collectives (the counts only go
+#: down).  The partitioner runs with no other thread in MPI; the checkpoint's
+#: collective HDF5 I/O goes with the I/O module (issue 41, item 4).
+MPI_BY_HAND = {"train/checkpoint.py": 2, "partition/check.py": 4, "partition/coarsen.py": 9,
+               "partition/parmetis.py": 3, "partition/check_edges.py": 1, "partition/assign.py": 2,
+               "partition/writer.py": 2, "partition/pipeline.py": 3}
+
+
+def test_mpi_reductions_and_the_lock_stay_in_comm():
+    """Outside hpcgnn/comm/, what ranks agree on goes through the named collectives of
+    hpcgnn.comm.collectives (each holds the lock and the watchdog itself)."""
+    import re
+
+    pattern = re.compile(r"with LOCK\b|MPI\.(SUM|MAX|MIN|BOR|LOR|LAND|BAND|PROD)\b")
+    found = {}
+    for name, path in _modules().items():
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith("comm" + os.sep):
+            continue
+        n = len(pattern.findall(open(path).read()))
+        if n:
+            found[rel] = n
+    over = {k: v for k, v in found.items() if v > MPI_BY_HAND.get(k, 0)}
+    assert over == {}, f"MPI by hand outside hpcgnn/comm/ (use hpcgnn.comm.collectives): {over}"
+    assert found == MPI_BY_HAND, f"fewer now: lower MPI_BY_HAND to {found}"

@@ -16,6 +16,7 @@ from ..comm import probes
 from ..comm.rma import hugepages
 from ..comm.context import node_assignment
 from ..comm.layout import Layout, describe_plan, plan_roles
+from ..comm.collectives import allreduce
 from ..comm.mpi import MPI, library_version, thread_level
 
 
@@ -114,8 +115,7 @@ def run(args) -> int:
         _check("huge pages for window memory", hugepages.status, required=False),
     ]
     # Every rank ran every probe; a check is green only if it is green everywhere.
-    oks = np.array([c["ok"] for c in checks], dtype=np.int32)
-    comm.Allreduce(MPI.IN_PLACE, oks, op=MPI.MIN)
+    oks = allreduce(comm, [c["ok"] for c in checks], "min", dtype=np.int32)
     required_ok = all(bool(ok) or not c["required"] for ok, c in zip(oks, checks))
     local_ok = comm.gather([c["ok"] for c in checks], root=0)
     try:

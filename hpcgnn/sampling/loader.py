@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ..comm.agree import agreed
-from ..comm.mpi import MPI
+from ..comm.collectives import all_sum
 from ..devices import concrete
 from ..errors import InputError
 from ..graph.dist_graph import as_ids
@@ -155,7 +155,7 @@ class _Loader:
         # an epoch left unfinished (an iterator neither exhausted nor closed) is closed
         # before the launch ends: its thread stopped, its sampler streams drained
         ctx.on_finalize(self._close_source, first=True)     # before the samplers are released
-        if tcomm.allreduce(int(mode == "samplers"), op=MPI.SUM) not in (0, tcomm.Get_size()):
+        if all_sum(tcomm, int(mode == "samplers")) not in (0, tcomm.Get_size()):
             raise InputError(f"{what}: some trainers use sampler ranks and others do not")
         if mode == "samplers" and getattr(self.task, "device", None) is not None:
             self.task.device = None       # batches cross MPI from the sampler ranks: host memory

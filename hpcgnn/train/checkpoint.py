@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from ..comm.agree import agreed
-from ..comm.mpi import LOCK, MPI
+from ..comm.collectives import allreduce
+from ..comm.mpi import LOCK
 from ..datasets import diskspace
 from ..datasets.raw import open_h5
 from ..errors import HpcgnnError, InputError
@@ -197,7 +198,7 @@ def _hex(arr: np.ndarray) -> str:
 
 
 def _sum_hex(tcomm, part) -> str:
-    s = tcomm.allreduce(np.array(part, dtype=np.uint64), op=MPI.SUM)
+    s = allreduce(tcomm, part, "sum", dtype=np.uint64)
     return checksum_hex(int(s[0]), int(s[1]))
 
 

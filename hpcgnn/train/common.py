@@ -23,7 +23,8 @@ from .. import logs
 from ..allocator import keep_freed_memory
 from ..comm.agree import agreed, agreed_over
 from ..comm.context import current_context, host_index
-from ..comm.mpi import LOCK, MPI
+from ..comm.collectives import all_min, allgather, allreduce, collective
+from ..comm.mpi import MPI
 from ..comm.torch_dist import init_process_group
 from ..errors import HpcgnnError, InputError
 from ..graph import DistGraph
@@ -32,16 +33,9 @@ from ..partition.config import read_config
 from . import checkpoint
 
 
-def allreduce(tc, values, op=MPI.SUM) -> np.ndarray:
-    a = np.asarray(values, dtype=np.float64)
-    out = np.empty_like(a)
-    with LOCK:
-        tc.Allreduce(a, out, op=op)
-    return out
-
-
 def allsum(tc, values) -> np.ndarray:
-    return allreduce(tc, values, MPI.SUM)
+    """Collective over the trainers: the elementwise sums of ``values``, as float64."""
+    return allreduce(tc, values, "sum")
 
 
 def labelled_mask(g, mask: str, label: str):
@@ -238,23 +232,20 @@ def pick_device(setting: str, ctx):
     if setting not in ("auto", "cpu", "cuda"):
         raise InputError(f"device must be auto, cpu or cuda, got {setting!r}")
     tc = ctx.trainer_comm
-    with LOCK:
-        want = tc.allreduce(int(setting == "cuda" or (setting == "auto" and torch.cuda.is_available())),
-                            op=MPI.MIN)
+    want = all_min(tc, int(setting == "cuda" or (setting == "auto" and torch.cuda.is_available())))
     with agreed(tc):
         if setting == "cuda" and not torch.cuda.is_available():
             raise InputError(f"device=cuda but rank {ctx.rank} sees no CUDA device")
     if not want:           # a trainer without a GPU: every trainer stays on the CPU (one DDP backend)
         return torch.device("cpu")
-    with LOCK:
+    with collective(tc):
         index, count, host = host_index(tc)
     device = torch.device("cuda", index % torch.cuda.device_count())
     # the same physical GPU for two trainers of a host (e.g. 4 trainers, 1 GPU) fails in NCCL:
     # compare the chosen GPUs' UUIDs (each rank may see its own GPU as device 0 under
     # CUDA_VISIBLE_DEVICES / srun --gpus-per-task, which is fine)
     uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", f"{host}:{device.index}"))
-    with LOCK:
-        seen = tc.allgather((host, uuid))
+    seen = allgather(tc, (host, uuid))
     shared = len(set(seen)) < len(seen)          # the same on every trainer
     if shared and setting == "auto":
         # e.g. the README's main job (2 trainers) on a workstation with one GPU

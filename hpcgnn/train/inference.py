@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..comm import peers, watchdog
-from ..comm.mpi import LOCK, MPI
+from ..comm.collectives import all_max
 from ..graph import DistTensor, node_split
 from ..comm.context import current_context
 from ..errors import PeerFailed
@@ -52,8 +52,7 @@ def layerwise_inference(model, g, feat: str = "feat", batch_size: int = 4096, pr
         else:                      # the first batch tells the width (a trainer without one says 0)
             if len(mine):
                 h = _layer_batch(model, g, full, x_in, mine[:batch_size], i, device)
-            with LOCK:
-                width = int(tc.allreduce(0 if h is None else int(h.shape[1]), op=MPI.MAX))
+            width = all_max(tc, 0 if h is None else int(h.shape[1]))
         out = DistTensor((n, width), torch.float32)
         if h is not None:
             out[mine[:batch_size]] = h.cpu().float().numpy()

@@ -57,7 +57,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..comm.agree import agreed
-from ..comm.mpi import LOCK
+from ..comm.collectives import barrier
 from ..errors import InputError
 from ..graph import DistEmbedding, SparseAdagrad, edge_split
 from ..sampling import DistEdgeDataLoader, NeighborSampler
@@ -339,8 +339,7 @@ def run(cfg: LinkConfig) -> dict | None:
     if me == 0:
         _save_table(os.path.join(cfg.run_dir, "embedding.npy"), emb.weight)
     result = trainer.finish(result)
-    with LOCK:
-        tc.Barrier()            # trainer 0 has read the whole table before anyone finalizes
+    barrier(tc)                 # trainer 0 has read the whole table before anyone finalizes
     result["memory"] = finalize_and_report(ctx, me == 0)
     if me == 0:                 # the metrics stay the last lines
         print(f"test MRR: {result['test_mrr']:.4f}", flush=True)

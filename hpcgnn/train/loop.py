@@ -20,9 +20,9 @@ import torch
 
 from .. import logs
 from ..comm import lastwords, peers, signals, watchdog
-from ..comm.agree import agreed, members, reduce_int
+from ..comm.agree import agreed, members
+from ..comm.collectives import all_min, any_flags
 from ..comm.failure import lost_peer
-from ..comm.mpi import LOCK, MPI
 from ..errors import InputError, PeerFailed
 from . import checkpoint
 from .common import all_checkpoints, newest_checkpoint, rng_state, set_rng_state
@@ -286,11 +286,10 @@ def step_flags(tc, finite: bool, watch=None, step: int = 0) -> tuple[bool, bool,
     ``HPCGNN_TIMEOUT``, is named in the third value on every trainer (None while all
     live); the caller writes the last checkpoint and ends the job."""
     failed = watch.failed() if watch is not None else None
-    with LOCK:                  # bounded by HPCGNN_TIMEOUT: a trainer frozen mid-run is named
-        flags = reduce_int(tc, int(signals.requested()) | (0 if finite else 2) | (4 if failed is not None else 0),
-                           MPI.BOR)
-        if flags & 4:           # which rank: the lowest any trainer saw
-            failed = reduce_int(tc, failed if failed is not None else 1 << 62, MPI.MIN)
+    # bounded by HPCGNN_TIMEOUT: a trainer frozen mid-run is named
+    flags = any_flags(tc, int(signals.requested()) | (0 if finite else 2) | (4 if failed is not None else 0))
+    if flags & 4:               # which rank: the lowest any trainer saw
+        failed = all_min(tc, failed if failed is not None else 1 << 62)
     lost = None
     if flags & 4:
         lost = f"{peers.describe(failed)}{_how_long(watch, failed)}; the trainers stop at step {step}"

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ..comm.agree import agreed
-from ..comm.mpi import LOCK, MPI
+from ..comm.collectives import all_max, every
 from ..errors import InputError
 from ..graph import node_split
 from ..graph.row_refs import RowRefs
@@ -115,8 +115,7 @@ def _num_classes(g, cfg, tc) -> int:
     lab = g.ndata[cfg.label]
     lo, hi = g.num_nodes() * tc.Get_rank() // tc.Get_size(), g.num_nodes() * (tc.Get_rank() + 1) // tc.Get_size()
     m = int(torch.as_tensor(lab[np.arange(lo, hi)]).max().item()) if hi > lo else 0
-    with LOCK:
-        return int(tc.allreduce(m, op=MPI.MAX)) + 1
+    return all_max(tc, m) + 1
 
 
 def _feature_rows(cfg: TrainConfig, ctx, device) -> str:
@@ -213,9 +212,8 @@ def run(cfg: TrainConfig) -> dict | None:
                                       seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
                                       cache_bytes=cfg.cache_bytes, device=on_gpu, labels="seeds",
                                       feature_rows=rows)
-    with LOCK:
-        every_trainer_has = {k: tc.allreduce(int(len(ids) > 0), op=MPI.MIN) == 1
-                             for k, ids in (("val", val_ids), ("test", test_ids))}
+    every_trainer_has = {k: every(tc, len(ids) > 0)
+                         for k, ids in (("val", val_ids), ("test", test_ids))}
 
     def eval_loader(ids, seed):
         return DistNodeDataLoader(g, ids, sampler, cfg.batch_size, seed=seed, prefetch=cfg.prefetch, feat=cfg.feat,

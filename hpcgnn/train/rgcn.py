@@ -25,7 +25,7 @@ import numpy as np
 import torch.nn.functional as F
 
 from ..comm.agree import agreed
-from ..comm.mpi import LOCK
+from ..comm.collectives import allgather
 from ..errors import InputError
 from ..graph import node_split
 from ..sampling import DistNodeDataLoader, NeighborSampler
@@ -119,14 +119,12 @@ def _every_trainer_some(tc, ids: np.ndarray):
     """Collective: this trainer's evaluation ids, so that every trainer has some (a
     loader needs ids on every trainer): the shares as they are, or, when a trainer has
     none, all of them dealt round robin; None when there are fewer than trainers."""
-    with LOCK:
-        counts = tc.allgather(len(ids))
+    counts = allgather(tc, len(ids))
     if min(counts) > 0:
         return ids
     if sum(counts) < tc.Get_size():
         return None
-    with LOCK:
-        every = np.concatenate(tc.allgather(np.asarray(ids, dtype=np.int64)))
+    every = np.concatenate(allgather(tc, np.asarray(ids, dtype=np.int64)))
     return every[tc.Get_rank()::tc.Get_size()]
 
 

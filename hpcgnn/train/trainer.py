@@ -36,10 +36,10 @@ from .. import logs
 from ..comm import peers, watchdog
 from ..comm.rma import readstats
 from ..comm.agree import agreed
-from ..comm.mpi import LOCK, MPI
+from ..comm.collectives import allreduce, barrier
 from ..errors import InputError, NonFiniteLoss
 from ..comm.context import current_context
-from .common import (allreduce, allsum, check_run_dir, newest_checkpoint, partitions_digest, pick_device,
+from .common import (allsum, check_run_dir, newest_checkpoint, partitions_digest, pick_device,
                      wrap_ddp)
 from .loop import Checkpoints, progress_bar, run_steps, stop_message
 from .runlog import RunLog
@@ -208,7 +208,7 @@ class Trainer:
     def _epoch_row(self, epoch: int, st: dict, r, seconds: float) -> dict:
         tot = allsum(self.tc, [r.loss_sum, r.correct, r.seen, st.get("sampled_edges", 0), st.get("h2d_bytes", 0)])
         slow = allreduce(self.tc, [seconds, r.compute_s, self.timer.seconds, r.host_s, r.busy_s or 0.0]
-                         + [st.get(k, 0.0) for k in _TIMES], MPI.MAX)
+                         + [st.get(k, 0.0) for k in _TIMES], "max")
         row = {"epoch": epoch, "loss": tot[0] / max(tot[2], 1),
                "train_acc": tot[1] / max(tot[2], 1) if self._accuracy_given else None,
                "epoch_s": slow[0], "steps": st.get("batches", 0),
@@ -265,8 +265,7 @@ class Trainer:
 
     def close(self) -> None:
         """Collective: end the launch (``ctx.finalize()``: servers and samplers exit)."""
-        with LOCK:
-            self.tc.Barrier()
+        barrier(self.tc)
         self.ctx.finalize()
 
 

@@ -1,0 +1,78 @@
+"""Named collectives for what ranks agree on: a sum, the largest or smallest value,
+flags any rank raised, the same value everywhere.  Each holds :data:`~.mpi.LOCK`
+(other threads of the process may be in MPI) and waits at most ``HPCGNN_TIMEOUT``
+(:mod:`.watchdog`: a rank that never arrives is named, the job ends), so code
+outside :mod:`hpcgnn.comm` never calls MPI's reductions itself."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from . import watchdog
+from .agree import members
+from .mpi import LOCK, MPI
+
+_OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "bor": MPI.BOR}
+
+
+@contextlib.contextmanager
+def collective(comm, what: str = "the other ranks to reach the same collective step"):
+    """Collective calls inside the block hold the lock and are watched (``what`` is
+    what a timeout says the ranks were waiting for)."""
+    with LOCK, watchdog.waiting(what, among=members(comm)):
+        yield
+
+
+def allreduce(comm, values, op: str = "sum", dtype=np.float64) -> np.ndarray:
+    """Collective: ``values`` (numbers) reduced elementwise over ``comm`` with ``op``
+    (``sum``, ``max``, ``min``), as ``dtype``."""
+    a = np.ascontiguousarray(values, dtype=dtype)
+    out = np.empty_like(a)
+    with collective(comm):
+        comm.Allreduce(a, out, op=_OPS[op])
+    return out
+
+
+def _int(comm, value: int, op: str) -> int:
+    buf = np.array([int(value)], dtype=np.int64)
+    with collective(comm):
+        comm.Allreduce(MPI.IN_PLACE, buf, op=_OPS[op])
+    return int(buf[0])
+
+
+def all_sum(comm, value: int) -> int:
+    """Collective: the sum of an integer over ``comm``."""
+    return _int(comm, value, "sum")
+
+
+def all_max(comm, value: int) -> int:
+    """Collective: the largest integer over ``comm``."""
+    return _int(comm, value, "max")
+
+
+def all_min(comm, value: int) -> int:
+    """Collective: the smallest integer over ``comm``."""
+    return _int(comm, value, "min")
+
+
+def any_flags(comm, flags: int) -> int:
+    """Collective: the bits any rank of ``comm`` set."""
+    return _int(comm, flags, "bor")
+
+
+def every(comm, ok: bool) -> bool:
+    """Collective: True when ``ok`` holds on every rank of ``comm``."""
+    return bool(_int(comm, 1 if ok else 0, "min"))
+
+
+def allgather(comm, obj) -> list:
+    """Collective: every rank's ``obj`` (picklable), in rank order."""
+    with collective(comm):
+        return comm.allgather(obj)
+
+
+def barrier(comm) -> None:
+    """Collective: wait for every rank of ``comm``."""
+    with collective(comm, "the other ranks to reach the same barrier"):
+        comm.Barrier()
