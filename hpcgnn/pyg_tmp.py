@@ -188,7 +188,10 @@ class _ImportHook:
 
 def use_private_tmpdir() -> None:
     """Send PyG's generated modules of this process to :func:`private_dir` (idempotent;
-    cheap: imports nothing).  Call it before the first PyG layer is built."""
+    cheap: imports nothing).  Call it before the first PyG layer is built.
+    ``HPCGNN_PYG_TMPDIR=0``: PyG writes where it always does."""
+    if os.environ.get("HPCGNN_PYG_TMPDIR", "1").strip() == "0":
+        return
     module = sys.modules.get(_TEMPLATE)
     if module is not None:
         _patch(module)

@@ -22,3 +22,31 @@ def test_signals_are_recorded_then_ignored_at_exit():
         for s, h in before.items():
             signal.signal(s, h)
         signals.clear()
+
+
+def test_the_process_hooks_have_off_switches(monkeypatch):
+    """HPCGNN_SIGNALS=0 leaves a signal's action, HPCGNN_EXCEPTHOOK=0 Python's hooks,
+    HPCGNN_PYG_TMPDIR=0 PyG's temporary files (docs/environment.md)."""
+    import sys
+
+    from hpcgnn import pyg_tmp
+    from hpcgnn.comm import failure
+
+    before = signal.getsignal(signal.SIGUSR2)
+    monkeypatch.setenv("HPCGNN_SIGNALS", "0")
+    signals.install((signal.SIGUSR2,))
+    assert signal.getsignal(signal.SIGUSR2) is before
+
+    def mine(*a):
+        pass
+    monkeypatch.setattr(failure, "_installed", False)
+    monkeypatch.setattr(sys, "excepthook", mine)
+    monkeypatch.setenv("HPCGNN_EXCEPTHOOK", "0")
+    failure.install()
+    assert sys.excepthook is mine and not failure._installed
+
+    monkeypatch.setenv("HPCGNN_PYG_TMPDIR", "0")
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, pyg_tmp._ImportHook)])
+    monkeypatch.delitem(sys.modules, pyg_tmp._TEMPLATE, raising=False)
+    pyg_tmp.use_private_tmpdir()
+    assert not any(isinstance(f, pyg_tmp._ImportHook) for f in sys.meta_path)

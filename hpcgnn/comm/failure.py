@@ -191,9 +191,11 @@ def _thread_excepthook(args):
 
 
 def install() -> None:
-    """Install the abort-on-exception hooks (idempotent; process-wide)."""
+    """Install the abort-on-exception hooks (idempotent; process-wide).
+    ``HPCGNN_EXCEPTHOOK=0``: Python's own hooks stay (an uncaught error on one rank
+    then leaves the others waiting until ``HPCGNN_TIMEOUT`` or the launcher)."""
     global _installed
-    if _installed:
+    if _installed or os.environ.get("HPCGNN_EXCEPTHOOK", "1").strip() == "0":
         return
     sys.excepthook = _excepthook
     threading.excepthook = _thread_excepthook

@@ -3,14 +3,16 @@ SIGTERM (``scancel``, time limit).
 
 :func:`install` (called by :func:`hpcgnn.initialize` on every rank) replaces the
 default action of both signals, which is to kill the process, by recording that a
-stop was asked for.  Server and sampler ranks keep serving; trainers check
-:func:`agreed_stop` at a step boundary, checkpoint and end cleanly, and then the
+stop was asked for.  Server and sampler ranks keep serving; trainers check at a
+step boundary (hpcgnn's loop in one collective with its other step flags; a loop of
+your own with :func:`agreed_stop`), checkpoint and end cleanly, and then the
 servers are released as usual.  Nothing happens inside the handler but setting a
 flag, so a signal never interrupts an MPI call half way.
 """
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import threading
 
@@ -34,7 +36,8 @@ def install(signals=(signal.SIGUSR1, signal.SIGTERM)) -> None:
     Once the process is ending (its last exit hook) they are ignored: Python restores
     their default action, death, when it shuts down, and a stop request that comes
     after the work is done must not turn a finished job into a failed one."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() \
+            or os.environ.get("HPCGNN_SIGNALS", "1").strip() == "0":     # the signals' own actions stay
         return
     if not _installed:
         atexit.register(_ignore_at_exit)    # registered first, so it runs last

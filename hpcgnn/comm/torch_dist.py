@@ -325,7 +325,11 @@ _torch_env_handler = None
 
 
 def _install_env_rendezvous() -> None:
-    """Put :func:`_env_rendezvous` in front of torch's ``env://`` handler (once)."""
+    """Put :func:`_env_rendezvous` in front of torch's ``env://`` handler (once).
+    Through torch's table itself: its public ``register_rendezvous_handler`` refuses
+    a scheme already registered (``env`` always is), and ``init_process_group()``
+    with no ``init_method`` (every DGL script) always means ``env://``, so a scheme
+    of our own would never be asked.  ``HPCGNN_TORCH_ENV=0`` leaves torch as it is."""
     global _torch_env_handler
     # the module: torch.distributed's attribute of that name is its function rendezvous()
     rdzv = importlib.import_module("torch.distributed.rendezvous")
