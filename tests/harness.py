@@ -181,6 +181,18 @@ def check_minibatch(g, o, b, seeds, fanouts):
         assert np.array_equal(np.asarray(b.y), o.label[n_id])
 
 
+def features_only_accuracy(raw):
+    """Least squares on the (paper) features alone: the accuracy a graph model must beat."""
+    with h5py.File(raw) as f:
+        x, y = f["nodes/data/feat"][:], f["nodes/data/label"][:]
+        tr, te = f["nodes/data/train_mask"][:], f["nodes/data/test_mask"][:]
+    C = int(y.max()) + 1
+    X = np.hstack([x, np.ones((len(x), 1), np.float32)])
+    W, *_ = np.linalg.lstsq(X[tr], np.eye(C)[y[tr]], rcond=None)
+    return float(((X[te] @ W).argmax(1) == y[te]).mean())
+
+
+
 # -- partitioning: raw graphs written with plain h5py, serial oracles -------------
 def comm_world():
     from hpcgnn.comm.mpi import MPI

@@ -7,11 +7,10 @@ import json
 import os
 import sys
 
-import h5py
-import numpy as np
 import pytest
 
 from conftest import ROOT, clean_mpi_env
+from harness import features_only_accuracy
 from hpcgnn.datasets import generate_hetero_graph
 from hpcgnn.partition import partition_graph
 from hpcgnn.testing import run_job
@@ -39,17 +38,6 @@ def _final(stdout):
     return rows[-1]
 
 
-def _features_only_accuracy(raw):
-    """Least squares on paper features alone (what the graph must beat)."""
-    with h5py.File(raw) as f:
-        x, y = f["nodes/data/feat"][:], f["nodes/data/label"][:]
-        tr, te = f["nodes/data/train_mask"][:], f["nodes/data/test_mask"][:]
-    C = int(y.max()) + 1
-    X = np.hstack([x, np.ones((len(x), 1), np.float32)])
-    W, *_ = np.linalg.lstsq(X[tr], np.eye(C)[y[tr]], rcond=None)
-    return float(((X[te] @ W).argmax(1) == y[te]).mean())
-
-
 @pytest.mark.timeout(600)
 def test_rgcn_two_partitions_match_one_process(mpirun, mag, tmp_path):
     raw, cfg = mag
@@ -64,7 +52,7 @@ def test_rgcn_two_partitions_match_one_process(mpirun, mag, tmp_path):
                             capture_output=True, text=True, timeout=500, env=clean_mpi_env())
     assert single.returncode == 0, single.stdout + single.stderr
     d, s = _final(dist.stdout), _final(single.stdout)
-    base = _features_only_accuracy(raw)
+    base = features_only_accuracy(raw)
     assert "2 trainer(s)" in dist.stdout and "1 trainer(s)" in single.stdout
     assert d["test_acc"] > base + 0.2, (d, base)
     assert abs(d["test_acc"] - s["test_acc"]) <= 0.02, (d, s)

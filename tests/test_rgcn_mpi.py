@@ -16,11 +16,11 @@ import os
 import shutil
 
 import h5py
-import numpy as np
 import pytest
 import torch
 
 from hpcgnn.comm.mpi import MPI
+from harness import features_only_accuracy
 from hpcgnn.datasets import generate_hetero_graph
 from hpcgnn.partition import partition_graph
 from hpcgnn.testing import on_rank0, run_job, shared_tmpdir
@@ -49,17 +49,6 @@ def mag():
         yield on_rank0(_make, d)
 
 
-def _features_only_accuracy(raw):
-    """Least squares on paper features alone (what the graph must beat)."""
-    with h5py.File(raw) as f:
-        x, y = f["nodes/data/feat"][:], f["nodes/data/label"][:]
-        tr, te = f["nodes/data/train_mask"][:], f["nodes/data/test_mask"][:]
-    C = int(y.max()) + 1
-    X = np.hstack([x, np.ones((len(x), 1), np.float32)])
-    W, *_ = np.linalg.lstsq(X[tr], np.eye(C)[y[tr]], rcond=None)
-    return float(((X[te] @ W).argmax(1) == y[te]).mean())
-
-
 def _final(stdout):
     rows = [json.loads(ln) for ln in stdout.splitlines() if ln.startswith('{"kind": "final"')]
     assert rows, stdout
@@ -81,7 +70,7 @@ def test_rgat_trains_on_two_partitions(mag, capfd):
                    *SETTINGS)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "model rgat" in res.stdout
-    acc, base = _final(res.stdout)["test_acc"], on_rank0(_features_only_accuracy, raw)
+    acc, base = _final(res.stdout)["test_acc"], on_rank0(features_only_accuracy, raw)
     assert acc > base + 0.2, (acc, base)
     print(json.dumps({"rgat": acc, "features_only": base}))
 
