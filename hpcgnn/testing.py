@@ -27,10 +27,10 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from typing import Callable, Iterator, Sequence
 
-from .comm.mpi import serialized, world
+from .comm.collectives import allgather, bcast, sleep_until_all
+from .comm.mpi import world
 
 
 @dataclasses.dataclass
@@ -60,7 +60,7 @@ def run_job(main: Callable[[list], int | None], argv: Sequence[str], capture=Tru
         except SystemExit as e:
             rc = e.code
     rc = 0 if rc is None else rc if isinstance(rc, int) else 1
-    every = _allgather(comm, (rc, *output))
+    every = allgather(comm, (rc, *output))
     return Job(max(r for r, _, _ in every), "".join(o for _, o, _ in every), "".join(e for _, _, e in every), rc)
 
 
@@ -111,10 +111,8 @@ def on_rank0(fn: Callable, *args, comm=None, poll_s: float = 0.02):
             out = fn(*args)
         except BaseException as e:          # every rank raises it
             err = e
-    req = _ibarrier(comm)
-    while not _test(req):
-        time.sleep(poll_s)
-    out, err = _bcast(comm, (out, err))
+    sleep_until_all(comm, poll_s)
+    out, err = bcast(comm, (out, err))
     if err is not None:
         raise err
     return out
@@ -127,30 +125,10 @@ def shared_tmpdir(comm=None) -> Iterator[str]:
     rank 0 makes it and removes it after everyone is done with it."""
     comm = comm or world()
     path = tempfile.mkdtemp(prefix="hpcgnn-test-") if comm.Get_rank() == 0 else None
-    path = _bcast(comm, path)
+    path = bcast(comm, path)
     try:
         yield path
     finally:
-        _allgather(comm, None)
+        allgather(comm, None)
         if comm.Get_rank() == 0:
             shutil.rmtree(path, ignore_errors=True)
-
-
-@serialized
-def _allgather(comm, obj):
-    return comm.allgather(obj)
-
-
-@serialized
-def _bcast(comm, obj):
-    return comm.bcast(obj, root=0)
-
-
-@serialized
-def _ibarrier(comm):
-    return comm.Ibarrier()
-
-
-@serialized
-def _test(req) -> bool:
-    return req.Test()

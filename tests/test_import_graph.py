@@ -1,5 +1,6 @@
 """The package's import graph has no cycle, counting imports inside functions, and the
-role runtimes (``hpcgnn.runtime``) sit above the graph and the samplers."""
+role runtimes (``hpcgnn.runtime``) sit above the graph and the samplers; MPI stays in
+comm/; no module reads another's private names; modules and functions stay short."""
 import ast
 import os
 
@@ -141,13 +142,10 @@ def test_modules_and_functions_stay_short():
     assert big == [] and long_ == [], big + long_
 
 
-#: MPI by hand outside hpcgnn/comm/ (``with LOCK:``, ``MPI.SUM``-style reductions),
-#: by file: what is left to move behind hpcgnn.comm.collectives (the counts only go
-#: down).  The partitioner runs with no other thread in MPI; the checkpoint's
-#: collective HDF5 I/O goes with the I/O module (issue 41, item 4).
-MPI_BY_HAND = {"train/checkpoint.py": 2, "partition/check.py": 4, "partition/coarsen.py": 9,
-               "partition/parmetis.py": 3, "partition/check_edges.py": 1, "partition/assign.py": 2,
-               "partition/writer.py": 2, "partition/pipeline.py": 3}
+#: MPI by hand outside hpcgnn/comm/ (``with LOCK:``, reductions), by file: what is
+#: left to move behind hpcgnn.comm.collectives (the counts only go down): the
+#: checkpoint's collective HDF5 I/O, which goes with the I/O module (issue 41, item 4).
+MPI_BY_HAND = {"train/checkpoint.py": 2}
 
 
 def test_mpi_reductions_and_the_lock_stay_in_comm():
@@ -155,7 +153,7 @@ def test_mpi_reductions_and_the_lock_stay_in_comm():
     hpcgnn.comm.collectives (each holds the lock and the watchdog itself)."""
     import re
 
-    pattern = re.compile(r"with LOCK\b|MPI\.(SUM|MAX|MIN|BOR|LOR|LAND|BAND|PROD)\b")
+    pattern = re.compile(r"with LOCK\b|MPI\.(SUM|MAX|MIN|BOR|LOR|LAND|BAND|PROD)\b|\.(allreduce|Allreduce)\(")
     found = {}
     for name, path in _modules().items():
         rel = os.path.relpath(path, ROOT)
@@ -167,3 +165,94 @@ def test_mpi_reductions_and_the_lock_stay_in_comm():
     over = {k: v for k, v in found.items() if v > MPI_BY_HAND.get(k, 0)}
     assert over == {}, f"MPI by hand outside hpcgnn/comm/ (use hpcgnn.comm.collectives): {over}"
     assert found == MPI_BY_HAND, f"fewer now: lower MPI_BY_HAND to {found}"
+
+
+def _private_names(tree):
+    """``(attributes, module_level)``: the private names a module gives its objects
+    (``self._x = ...``, ``setattr(o, "_x", ...)``, a class's ``_x``) and those it
+    defines at its top level (functions, classes, variables)."""
+    attrs, top = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr.startswith("_"):
+            attrs.add(node.attr)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                names = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+                    [t.id for t in getattr(item, "targets", [getattr(item, "target", None)]) if isinstance(t, ast.Name)]
+                attrs.update(n for n in names if n.startswith("_"))
+        elif isinstance(node, ast.Call) and _name_call(node, "setattr"):
+            attrs.add(node.args[1].value)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            top.add(node.name)
+        for t in getattr(node, "targets", [getattr(node, "target", None)]):
+            if isinstance(t, ast.Name):
+                top.add(t.id)
+    is_private = lambda n: n.startswith("_") and not n.startswith("__")  # noqa: E731
+    return {n for n in attrs if is_private(n)}, {n for n in top if is_private(n)}
+
+
+def _name_call(node, fn):
+    return (isinstance(node.func, ast.Name) and node.func.id == fn and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+            and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__"))
+
+
+def test_no_module_reads_another_modules_private_names():
+    """A private attribute (``_x``) is read only by the module that gives it, also
+    through ``getattr(o, "_x")``; a module's private functions and variables are not
+    reached from another module (``mod._f``)."""
+    mods = _modules()
+    trees = {m: ast.parse(open(p).read()) for m, p in mods.items()}
+    names = {m: _private_names(t) for m, t in trees.items()}
+    owners = {}
+    for m, (attrs, _) in names.items():
+        for n in attrs:
+            owners.setdefault(n, set()).add(m)
+    found = []
+    for m, tree in trees.items():
+        own_attrs, own_top = names[m]
+        imported = {a.asname or a.name: f"{node.module}.{a.name}" if node.module else a.name
+                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for a in node.names}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _name_call(node, "getattr"):
+                attr, recv = node.args[1].value, node.args[0]
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                attr, recv = node.attr, node.value
+            else:
+                continue
+            if not attr.startswith("_") or attr.startswith("__") or attr in own_attrs | own_top:
+                continue
+            if isinstance(recv, ast.Name) and recv.id in ("self", "cls"):
+                continue
+            mod_of = imported.get(recv.id, "") if isinstance(recv, ast.Name) else ""
+            other_module = any(mod_of.endswith(k.rsplit(".", 1)[-1]) and attr in names[k][1] for k in mods)
+            if owners.get(attr, set()) - {m} or other_module:
+                found.append(f"{os.path.relpath(mods[m], ROOT)}:{node.lineno}: {attr}")
+    assert found == [], f"private names read across modules: {found}"
+
+
+#: imports inside functions: only for optional or heavy dependencies (PyG, matplotlib,
+#: tqdm, pyarrow, the task a command runs), each with its reason on its line (the
+#: count only goes down)
+MAX_FUNCTION_IMPORTS = 23
+
+
+def test_function_level_imports_are_few_and_say_why():
+    found, silent = 0, []
+    for name, path in _modules().items():
+        text = open(path).read()
+        lines = text.split("\n")
+        seen = set()
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno not in seen:
+                    seen.add(node.lineno)
+                    found += 1
+                    span = lines[node.lineno - 1:node.end_lineno]
+                    if not any("#" in ln for ln in span) and "#" not in lines[node.lineno - 2]:
+                        silent.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    assert silent == [], f"imports inside functions without their reason: {silent}"
+    assert found <= MAX_FUNCTION_IMPORTS, f"{found} imports inside functions (at most {MAX_FUNCTION_IMPORTS})"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 
+import h5py
+
 from ..comm.mpi import MPI
 from ..errors import InputError
 from ..partition.book import RangePartitionBook
@@ -29,8 +31,6 @@ def _check_file(config_path: str, cfg: dict, h5: str) -> None:
     """The HDF5 file holds the partitions the JSON describes (each one's CSR rows and
     edges, and its group's counts): a JSON pointing at another graph's file is named,
     not summarized."""
-    import h5py   # loaded when a file is opened: start-up cost of the commands that open none
-
     T = max(1, len(cfg["edge_map"]))
     book = RangePartitionBook(cfg, 0)
     try:

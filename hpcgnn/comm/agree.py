@@ -8,10 +8,9 @@ enters.
 from contextlib import contextmanager
 import pickle
 
-import numpy as np
-
 from ..errors import HpcgnnError
-from . import failure, watchdog
+from . import failure
+from .collectives import all_min, bcast
 from .mpi import MPI
 
 
@@ -38,7 +37,7 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
     ``exc`` is this rank's exception or ``None``.  Returns normally when no rank failed.
     """
     rank = comm.Get_rank()
-    first = reduce_int(comm, rank if exc is not None else comm.Get_size(), MPI.MIN)
+    first = all_min(comm, rank if exc is not None else comm.Get_size())
     if first == comm.Get_size():
         return
     payload = None
@@ -53,7 +52,7 @@ def raise_if_any(comm, exc: BaseException | None) -> None:
         except Exception:        # a __str__ that fails must not leave the others waiting
             text = f"{type(exc).__name__} (its message could not be formed)"
         payload = (blob, text, world_rank)
-    blob, text, world_rank = comm.bcast(payload, root=first)
+    blob, text, world_rank = bcast(comm, payload, root=first)
     if rank == first and exc is not None:
         raise _agreed_on(_rebuild(exc, world_rank), comm) from exc
     try:
@@ -128,24 +127,4 @@ def agreed(comm):
 
 def agree_all(comm, ok: bool) -> bool:
     """Collective: True when ``ok`` holds on every rank."""
-    return bool(reduce_int(comm, 1 if ok else 0, MPI.MIN))
-
-
-def reduce_int(comm, value: int, op) -> int:
-    """Collective: ``value`` reduced with ``op`` over ``comm``, waiting at most
-    ``HPCGNN_TIMEOUT`` (:mod:`.watchdog`; a buffer ``Allreduce`` lets that watch run
-    meanwhile, a pickled ``allreduce`` holds the interpreter)."""
-    buf = np.array([value], dtype=np.int64)
-    with watchdog.waiting("the other ranks to reach the same collective step", among=members(comm)):
-        comm.Allreduce(MPI.IN_PLACE, buf, op=op)
-    return int(buf[0])
-
-
-def members(comm) -> tuple:
-    """Local: the world ranks of ``comm``."""
-    group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
-    try:
-        return tuple(int(r) for r in MPI.Group.Translate_ranks(group, list(range(comm.Get_size())), world))
-    finally:
-        group.Free()
-        world.Free()
+    return bool(all_min(comm, 1 if ok else 0))

@@ -6,14 +6,24 @@ outside :mod:`hpcgnn.comm` never calls MPI's reductions itself."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 import numpy as np
 
 from . import watchdog
-from .agree import members
 from .mpi import LOCK, MPI
 
 _OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "bor": MPI.BOR}
+
+
+def members(comm) -> tuple:
+    """Local: the world ranks of ``comm``."""
+    group, world = comm.Get_group(), MPI.COMM_WORLD.Get_group()
+    try:
+        return tuple(int(r) for r in MPI.Group.Translate_ranks(group, list(range(comm.Get_size())), world))
+    finally:
+        group.Free()
+        world.Free()
 
 
 @contextlib.contextmanager
@@ -76,3 +86,22 @@ def barrier(comm) -> None:
     """Collective: wait for every rank of ``comm``."""
     with collective(comm, "the other ranks to reach the same barrier"):
         comm.Barrier()
+
+
+def bcast(comm, obj, root: int = 0):
+    """Collective: rank ``root``'s ``obj`` (picklable) on every rank of ``comm``."""
+    with collective(comm):
+        return comm.bcast(obj, root=root)
+
+
+def sleep_until_all(comm, poll_s: float = 0.02) -> None:
+    """Collective: wait for every rank of ``comm`` sleeping between looks instead of
+    spinning in MPI (a rank that waits long leaves the cores to those still working;
+    the lock is held only for each look, so other threads may use MPI meanwhile)."""
+    with LOCK:
+        req = comm.Ibarrier()
+    while True:
+        with LOCK:
+            if req.Test():
+                return
+        time.sleep(poll_s)

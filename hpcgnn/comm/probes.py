@@ -5,9 +5,12 @@ Each probe is collective over the communicator it is given and returns
 """
 from __future__ import annotations
 
+import ctypes
 import os
 
+import h5py
 import numpy as np
+from mpi4py.util import dtlib
 
 from .mpi import MPI
 
@@ -50,8 +53,6 @@ def fetch_ok(comm, dtype) -> bool:
     dt = np.dtype(dtype)
     key = (dt.str, comm.Get_size())
     if key not in _FETCH_OK:
-        from mpi4py.util import dtlib   # loaded on first use (start-up cost)
-
         rank, size = comm.Get_rank(), comm.Get_size()
         elem = dtlib.from_numpy_dtype(dt)
         mem = ((np.arange(4) + 7 * rank + 1) % 100).astype(dt)
@@ -104,8 +105,6 @@ def shared_probe(comm):
 
 def parallel_hdf5_probe(comm, tmpdir: str) -> int:
     """Collective write of one row per rank to one file with ``driver='mpio'``, read back."""
-    import h5py   # loaded when a file is opened: start-up cost of the commands that open none
-
     rank, size = comm.Get_rank(), comm.Get_size()
     path = None
     if rank == 0:
@@ -163,8 +162,6 @@ def gpu_aware() -> tuple[str, str]:
     ``("yes"|"no"|"unknown", how it was found)``.  Asks the library's own extension
     where it has one: Open MPI's ``MPIX_Query_cuda_support`` (and ``..._rocm_...``),
     MPICH's ``MPIX_GPU_query_support``; a library with neither is ``unknown``."""
-    import ctypes   # only for this question
-
     try:
         lib = ctypes.CDLL(MPI.__file__)        # mpi4py's module: symbol lookup covers its MPI library
     except OSError as e:

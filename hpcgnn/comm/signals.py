@@ -16,8 +16,8 @@ import os
 import signal
 import threading
 
-from .agree import reduce_int
-from .mpi import LOCK, MPI
+from .collectives import all_max
+from .mpi import LOCK
 
 _requested = threading.Event()
 _received: list[int] = []
@@ -67,7 +67,7 @@ def agreed_stop(comm) -> bool:
     """Collective over ``comm``: whether any rank of it received a stop signal (so
     all stop at the same step)."""
     with LOCK:
-        return bool(reduce_int(comm, int(_requested.is_set()), MPI.MAX))
+        return bool(all_max(comm, int(_requested.is_set())))
 
 
 def clear() -> None:

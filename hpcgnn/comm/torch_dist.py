@@ -47,6 +47,9 @@ import socket
 import struct
 from urllib.parse import parse_qs, urlparse
 
+import torch
+import torch.distributed as dist
+
 from .. import logs
 from ..pyg_tmp import use_private_tmpdir
 from . import watchdog
@@ -176,7 +179,6 @@ def _loopback_interface() -> str | None:
 
 
 def _tcp_store(host, port, size, timeout, fd=None):
-    import torch.distributed as dist   # torch's distributed package loaded when used
 
     kw = dict(is_master=fd is not None, timeout=timeout, wait_for_workers=fd is None)
     if fd is not None:
@@ -253,8 +255,6 @@ def init_process_group(ctx, backend: str | None = None, timeout_s: float | None 
     Already initialised: returns the backend in use.  ``timeout_s`` (default
     ``HPCGNN_TIMEOUT``) bounds every collective of the group: a trainer that froze
     then ends the job with a line naming it (:mod:`.failure`)."""
-    import torch   # torch loaded when used (start-up cost)
-    import torch.distributed as dist   # torch's distributed package loaded when used
 
     if dist.is_initialized():
         return dist.get_backend()
@@ -382,7 +382,6 @@ _env_rendezvous._hpcgnn = True
 
 
 def _destroy():
-    import torch.distributed as dist   # torch's distributed package loaded when used
 
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import InputError
+from ..nn.heteroblock import to_hetero_blocks
 from ..sampling import DistEdgeDataLoader as _DistEdgeDataLoader
 from ..sampling import DistNodeDataLoader as _DistNodeDataLoader
 from ..sampling.batch import NID
@@ -80,8 +81,6 @@ class HeteroNodeBatch(tuple):
     minibatch = None
 
     def __new__(cls, b, g, seed_types=None):
-        from ..nn.heteroblock import to_hetero_blocks
-
         blocks = to_hetero_blocks(b, g, drop_empty_dst=True)
         first, last = blocks[0], blocks[-1]
         input_nodes = {t: first.srcnodes[t].data[NID] for t in first.ntypes}

@@ -58,7 +58,7 @@ class RowRefs:
     def check_open(self) -> None:
         """Raise InputError when a table the addresses point into has been freed."""
         for k in self.keep:
-            if getattr(k, "_freed", False):
+            if getattr(k, "freed", False):
                 raise InputError(f"RowRefs: {k!r} has been freed; its rows are gone")
 
     def materialize(self) -> torch.Tensor:

@@ -15,7 +15,7 @@ import numpy as np
 from .. import _ext
 from ..comm.agree import agreed
 from ..comm.alltoall import alltoallv
-from ..comm.mpi import MPI
+from ..comm.collectives import all_max
 from ..errors import InputError
 from .parmetis import part_kway
 
@@ -36,7 +36,7 @@ def _loop_free_chunks(comm, src: np.ndarray, dst: np.ndarray, chunk: int):
     """Collective: the same number of ``(u, v)`` chunks on every rank (loops dropped;
     a rank out of edges yields empty chunks while the others exchange)."""
     chunk = min(chunk, max(1 << 16, -(-len(src) // 8)))   # in flight: an eighth of the edges at most
-    count = comm.allreduce(-(-len(src) // chunk), op=MPI.MAX)
+    count = all_max(comm, -(-len(src) // chunk))
     for c in range(count):
         u, v = src[c * chunk:(c + 1) * chunk], dst[c * chunk:(c + 1) * chunk]
         keep = u != v
@@ -96,7 +96,7 @@ def balance_columns(comm, name: str, values: np.ndarray, path: str, num_values: 
         if len(v) and v.min() < 0:
             raise InputError(f"{path}: dataset '{name}' used in --balance-ntypes holds negative values "
                              f"(rank {rank})")
-    vmax = comm.allreduce(int(v.max()) if len(v) else 0, op=MPI.MAX)
+    vmax = all_max(comm, int(v.max()) if len(v) else 0)
     if num_values is not None:
         vmax = max(vmax, int(num_values) - 1)
     elif values.dtype.kind == "b" or vmax <= 1:

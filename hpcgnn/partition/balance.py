@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ..comm.alltoall import allgather_rows, allreduce_sum
+from ..comm.collectives import all_sum
 
 
 def transfer_plan(w: np.ndarray, tol: float) -> np.ndarray:
@@ -95,4 +96,4 @@ def rebalance(comm, parts: np.ndarray, column: np.ndarray, degree: np.ndarray, n
         dest = np.repeat(np.arange(nparts), M[p])[first:first + len(cand)]
         parts[cand] = dest
         moved += len(cand)
-    return int(comm.allreduce(moved))
+    return all_sum(comm, moved)

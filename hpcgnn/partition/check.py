@@ -31,7 +31,8 @@ import time
 import h5py
 import numpy as np
 
-from ..comm.agree import agreed, raise_if_any, reduce_int
+from ..comm.agree import agreed, raise_if_any
+from ..comm.collectives import all_max, all_sum
 from ..comm.alltoall import alltoallv
 from ..comm.mpi import MPI
 from ..errors import InputError
@@ -73,13 +74,13 @@ def check_partition_stream(raw_path: str, config: str, comm=None, chunk_rows: in
     finally:
         if c is not None:
             c.close()
-    ms = {k: reduce_int(comm, int(1000 * v), MPI.MAX) / 1000 for k, v in times.items()}
+    ms = {k: all_max(comm, int(1000 * v)) / 1000 for k, v in times.items()}
     return {"raw": os.path.abspath(raw_path), "config": os.path.abspath(config), "num_nodes": c.N,
             "num_edges": c.E, "num_parts": c.P, "ranks": c.R, "chunk_rows": c.chunk, "ok": True,
             "fields": ["edges", "orig_eid"] + [f.key for f in c.efields + c.nfields],
             "half_precision": {f.key: f.conv.logical for f in c.nfields if f.conv is not None},
-            "bytes_read": reduce_int(comm, c.nbytes, MPI.SUM),
-            "seconds": reduce_int(comm, int(1000 * (time.perf_counter() - t0)), MPI.MAX) / 1000, **ms}
+            "bytes_read": all_sum(comm, c.nbytes),
+            "seconds": all_max(comm, int(1000 * (time.perf_counter() - t0))) / 1000, **ms}
 
 
 def _open(path: str, what: str) -> h5py.File:
@@ -208,7 +209,7 @@ class _Check:
         checked to be stored by exactly one partition."""
         lo, hi = int(self.nb[self.rank]), int(self.nb[self.rank + 1])
         owner = np.full(hi - lo, -1, dtype=np.int32)
-        rounds = reduce_int(self.comm, -(-len(new2orig) // self.chunk), MPI.MAX)
+        rounds = all_max(self.comm, -(-len(new2orig) // self.chunk))
         for k in range(rounds):
             ids = new2orig[k * self.chunk:(k + 1) * self.chunk]
             parts = owner_of(self.nstart, lo + k * self.chunk + np.arange(len(ids))).astype(np.int32)

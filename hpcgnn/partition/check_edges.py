@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from ..comm.agree import reduce_int
+from ..comm.collectives import all_max
 from ..comm.alltoall import query
-from ..comm.mpi import MPI
 from ..errors import InputError
 from .assign import owner_of
 from .digest import Tally, hash_ids, hash_rows, mix
@@ -83,7 +82,7 @@ def edge_rounds(c, new2orig: np.ndarray, owner: np.ndarray) -> None:
     mine, raws = _part_chunks(c), _raw_chunks(c)
     while True:
         pt, rt = next(mine, None), next(raws, None)
-        if not reduce_int(c.comm, int(pt is not None or rt is not None), MPI.MAX):
+        if not all_max(c.comm, int(pt is not None or rt is not None)):
             return
         _part_edges(c, pt, new2orig)
         _raw_edges(c, rt, owner)

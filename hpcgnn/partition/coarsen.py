@@ -40,6 +40,7 @@ import numpy as np
 from .. import _ext
 from ..comm.agree import agreed
 from ..comm.alltoall import allgather_blocks
+from ..comm.collectives import all_sum, allreduce
 from ..comm.ghosts import Ghosts
 from ..comm.mpi import MPI
 from ..errors import InputError
@@ -100,7 +101,7 @@ def lp_clusters(comm, vtxdist, xadj, adjncy, w0, nparts: int, seed: int, rounds:
     lo = int(vtxdist[rank]) if ghosts is None else 0
     w0 = np.ascontiguousarray(w0, dtype=np.int64)
     if total is None:
-        total = comm.allreduce(int(w0.sum()), op=MPI.SUM)
+        total = all_sum(comm, int(w0.sum()))
     bound = max(1, total // (max(1, nparts) * cluster_factor))
     with agreed(comm):
         counts = np.diff(np.asarray(vtxdist, dtype=np.int64))
@@ -194,7 +195,7 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
         ghosts = Ghosts(comm, vtxdist, adjncy)
         ghosts.to_local(adjncy)
     adjwgt = _opt(adjwgt)
-    total = comm.allreduce(w.sum(axis=0), op=MPI.SUM)
+    total = allreduce(comm, w.sum(axis=0), "sum", dtype=np.int64)
     ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), total.shape)
     limit = np.floor(ub * total / nparts).astype(np.int64)
     gpart = np.empty(ghosts.size, dtype=np.int32)     # this rank's parts, then its ghosts'
@@ -206,12 +207,12 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
             pw = np.zeros((nparts, w.shape[1]), dtype=np.int64)
             for j in range(w.shape[1]):
                 pw[:, j] = np.bincount(local, weights=w[:, j], minlength=nparts)
-            pw = comm.allreduce(pw, op=MPI.SUM)
+            pw = allreduce(comm, pw, "sum", dtype=np.int64)
             cap = np.ascontiguousarray(pw + np.maximum(limit[None, :] - pw, 0) // R, dtype=np.int64)
             m = _ext.lp_refine(xadj, adjncy, 0, gpart, local, w, pw.copy(), cap,
                                int(seed) * 7919 + 31 * r + comm.Get_rank(), adjwgt=adjwgt)
             parts[:] = local
-            m = comm.allreduce(int(m), op=MPI.SUM)
+            m = all_sum(comm, int(m))
             moved += m
             if m * 1000 < int(vtxdist[-1]):
                 break
@@ -272,9 +273,8 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
         for gh, a in restore:        # the caller's adjacency holds global ids again
             gh.to_global(a)
     t4 = time.perf_counter()
-    tmax = np.empty(4)
-    comm.Allreduce(np.array([clock["lp"], clock["contract"], t3 - t2, t4 - t3]), tmax, op=MPI.MAX)
-    nedge = comm.allreduce(len(adjncy), op=MPI.SUM)
+    tmax = allreduce(comm, [clock["lp"], clock["contract"], t3 - t2, t4 - t3], "max")
+    nedge = all_sum(comm, len(adjncy))
     info = {"method": "lp", "rounds": int(rounds), "cluster_factor": int(cluster_factor),
             "levels": sizes, "clusters": sizes[-1]["clusters"], "cluster_edges": sizes[-1]["cluster_edges"],
             "inter_cluster_edge_fraction": round(sizes[0]["edge_weight"] / max(1, nedge), 4),
@@ -291,8 +291,8 @@ def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster
     adjncy, adjwgt, vertex weight columns)`` in global ids.  Each distributed level's
     adjacency is rewritten into its :class:`Ghosts` table indices, and stays so for
     the refinement."""
-    total = comm.allreduce(int(np.asarray(weights[0]).sum()), op=MPI.SUM)
-    gather_max = min(GATHER_ENTRIES, int(comm.allreduce(len(adjncy), op=MPI.SUM) * GATHER_FRACTION
+    total = all_sum(comm, int(np.asarray(weights[0]).sum()))
+    gather_max = min(GATHER_ENTRIES, int(all_sum(comm, len(adjncy)) * GATHER_FRACTION
                                          // comm.Get_size()))
     n_all = int(vtxdist[-1])
     cur = comm
@@ -316,8 +316,8 @@ def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster
             gh.drop_ids()             # refinement reads the ghosts' parts: it needs no ids
         levels.append((cur, dist, gx, ga, gw, np.stack(vw, axis=1), label, gh))
         dist, gx, ga, gw, vw = cdist, cx, ca, cw, [cv[:, j] for j in range(cv.shape[1])]
-        ne = cur.allreduce(len(ca), op=MPI.SUM)
-        sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": int(cur.allreduce(int(cw.sum()))),
+        ne = all_sum(cur, len(ca))
+        sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": all_sum(cur, int(cw.sum())),
                       "gathered": cur.Get_size() == 1 and comm.Get_size() > 1})
         if cur.Get_size() > 1 and ne <= gather_max:
             levels.append(("gather", cur, dist))

@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 
+import h5py
+
 from ..errors import InputError
 
 FORMAT = "hpcgnn-partitioned"
@@ -68,8 +70,6 @@ def _is_config(path: str) -> str | None:
 def _is_partition_h5(path: str) -> bool:
     """Whether ``path`` is an HDF5 file of partitions (groups ``part0``...)."""
     try:
-        import h5py   # loaded when a file is opened: start-up cost of the commands that open none
-
         with h5py.File(path, "r") as f:
             return "part0" in f and "format" not in f.attrs
     except (OSError, ValueError):

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..comm.agree import agreed
 from ..comm.alltoall import alltoallv, allgather_rows, allreduce_sum, query
+from ..comm.collectives import all_sum, allreduce
 from ..errors import InputError
 from .arrays import unique_inverse
 from .assign import local_degrees, owner_of
@@ -74,7 +75,7 @@ def assign_by_score(comm, parts: np.ndarray, score: np.ndarray, movable: np.ndar
     best-scoring partitions within ``ceil(ubvec * N / P)`` nodes per partition.
     Returns the number of nodes that changed partition."""
     P = nparts
-    N = int(comm.allreduce(len(parts)))
+    N = all_sum(comm, len(parts))
     cap = np.full(P, int(np.ceil(ubvec * N / P)), dtype=np.int64)
     before = parts.copy()
     room = cap - allreduce_sum(comm, np.bincount(parts[~movable], minlength=P).astype(np.int64))
@@ -93,13 +94,13 @@ def assign_by_score(comm, parts: np.ndarray, score: np.ndarray, movable: np.ndar
     want = parts[cold]
     room = _grant(comm, cold, want, None, room, new, P)
     rest = np.flatnonzero(new < 0)
-    if comm.allreduce(len(rest)) > 0:       # fill whatever room is left, in partition order
+    if all_sum(comm, len(rest)) > 0:       # fill whatever room is left, in partition order
         counts = allgather_rows(comm, [len(rest)])[:, 0]
         start = int(counts[:comm.Get_rank()].sum())
         slots = np.repeat(np.arange(P), np.maximum(room, 0))
         new[rest] = slots[start:start + len(rest)]      # sum(cap) >= N: there is room for all
     parts[:] = new
-    return int(comm.allreduce(int(np.count_nonzero(parts != before))))
+    return all_sum(comm, int(np.count_nonzero(parts != before)))
 
 
 def _grant(comm, nodes: np.ndarray, want: np.ndarray, score, room: np.ndarray, new: np.ndarray, P: int):
@@ -132,9 +133,8 @@ def _grant(comm, nodes: np.ndarray, want: np.ndarray, score, room: np.ndarray, n
 
 def remote_fraction(comm, parts: np.ndarray, score: np.ndarray) -> float:
     """Collective: the expected share of reads that go to another partition."""
-    total = float(comm.allreduce(float(score.sum())))
-    local = float(comm.allreduce(float(score[np.arange(len(parts)), parts].sum()))) if len(parts) else \
-        float(comm.allreduce(0.0))
+    mine = float(score[np.arange(len(parts)), parts].sum()) if len(parts) else 0.0
+    total, local = (float(v) for v in allreduce(comm, [float(score.sum()), mine], "sum"))
     return 1.0 - local / total if total > 0 else 0.0
 
 

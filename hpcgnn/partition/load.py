@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import h5py
 import numpy as np
 
 from ..errors import InputError
@@ -89,8 +90,6 @@ def load_partition(config, part_id: int, *, verify: bool = True) -> Partition:
     (the JSON's path).  The group's counts are checked against the JSON; with
     ``verify`` (and unless ``HPCGNN_VERIFY=0``) every dataset of the group against
     the JSON's checksum, as it is read."""
-    import h5py   # loaded when a file is opened: start-up cost of the commands that open none
-
     conf, base = read_config(config)
     book = RangePartitionBook(conf, part_id)
     path = _h5_path(conf, base)

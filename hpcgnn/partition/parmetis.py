@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _ext
 from ..comm.agree import agreed
+from ..comm.collectives import all_sum, every
 from ..comm.mpi import MPI
 from ..errors import InputError, PartitionError
 from .idx_limits import FIX, check_sizes, fit_weights, size_problem
@@ -133,7 +134,7 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
     if nparts == 1:
         part = np.zeros(nlocal, dtype=np.int64)
         return (part, 0) if return_cut else part
-    if comm.allreduce(len(adjncy), op=MPI.SUM) == 0:
+    if all_sum(comm, len(adjncy)) == 0:
         # No edges: any balanced split has zero cut; cut vertex ids into equal blocks.
         gids = np.arange(vtxdist[rank], vtxdist[rank + 1], dtype=np.int64)
         part = (gids * nparts // int(vtxdist[-1])).astype(np.int64)
@@ -151,7 +152,7 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
     status, cut, part = _ext.parmetis_part_kway(
         comm, vtxdist, xadj, adjncy, vwgt, adjwgt, ncon, nparts,
         np.ascontiguousarray(tp, dtype=REAL_DTYPE), np.ascontiguousarray(ub, dtype=REAL_DTYPE), seed)
-    ok = comm.allreduce(1 if status == 1 else 0, op=MPI.MIN)
+    ok = every(comm, status == 1)
     if not ok:
         raise PartitionError(f"ParMETIS_V3_PartKway failed (status {status} on rank {rank})")
     return (part.astype(np.int64), int(cut)) if return_cut else part.astype(np.int64)
@@ -198,4 +199,4 @@ def edge_cut(comm, vtxdist, xadj, adjncy, part) -> int:
     rank = comm.Get_rank()
     rows = np.repeat(np.arange(len(xadj) - 1) + int(vtxdist[rank]), np.diff(np.asarray(xadj)))
     local = int(np.count_nonzero(all_parts[rows] != all_parts[np.asarray(adjncy)]))
-    return comm.allreduce(local, op=MPI.SUM) // 2
+    return all_sum(comm, local) // 2

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..comm.agree import agreed
 from ..comm.alltoall import allreduce_sum
+from ..comm.collectives import all_sum, allreduce
 from ..comm.mpi import MPI
 from ..comm.rss import current_rss_bytes, peak_rss_bytes, rss_summary
 from ..datasets import diskspace
@@ -80,9 +81,9 @@ class _Clock:
 
     def lap(self, name):
         now = time.perf_counter()
-        self.phases[name] = round(self.comm.allreduce(now - self.t, op=MPI.MAX), 4)
-        self.memory[name] = {"peak_rss_bytes_sum": int(self.comm.allreduce(peak_rss_bytes(), op=MPI.SUM)),
-                             "rss_bytes_now_sum": int(self.comm.allreduce(current_rss_bytes(), op=MPI.SUM))}
+        self.phases[name] = round(float(allreduce(self.comm, [now - self.t], "max")[0]), 4)
+        self.memory[name] = {"peak_rss_bytes_sum": all_sum(self.comm, peak_rss_bytes()),
+                             "rss_bytes_now_sum": all_sum(self.comm, current_rss_bytes())}
         self.t = time.perf_counter()
 
 

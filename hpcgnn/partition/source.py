@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
 
 from ..comm.agree import agreed
@@ -38,8 +39,6 @@ class Column:
 
 
 def _open(path: str, comm):
-    import h5py   # loaded when a file is opened: start-up cost of the commands that open none
-
     if comm.Get_size() > 1 or h5py.get_config().mpi:
         if not h5py.get_config().mpi:
             raise InputError("h5py was built without MPI: parallel reading needs h5py with driver='mpio'")

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 
+import h5py
 import numpy as np
 
-from ..comm.mpi import MPI
+from ..comm.collectives import all_sum, allreduce
 from ..datasets.diskspace import WriteGuard, disk_full
 from ..errors import HpcgnnError
 
@@ -64,8 +65,6 @@ class PartFile:
 
     def __init__(self, comm, path: str, name: str | None = None) -> None:
         """``path``: the file written; ``name``: what it becomes (named in errors)."""
-        import h5py   # loaded when a file is opened: start-up cost of the commands that open none
-
         self.comm, self.path, self.rank = comm, path, comm.Get_rank()
         self.guard = WriteGuard(comm, path, name or path)
         if comm.Get_size() > 1 or h5py.get_config().mpi:
@@ -125,10 +124,9 @@ class PartFile:
         self.close()
         names = sorted(self.partial)
         local = np.array([self.partial[n] for n in names], dtype=np.uint64).reshape(-1)
-        total = np.empty_like(local)
-        self.comm.Allreduce(local, total, op=MPI.SUM)
+        total = allreduce(self.comm, local, "sum", dtype=np.uint64)
         sums = {n: checksum_hex(int(total[2 * i]), int(total[2 * i + 1])) for i, n in enumerate(names)}
-        nbytes = self.comm.allreduce(self.bytes_written, op=MPI.SUM)
+        nbytes = all_sum(self.comm, self.bytes_written)
         return sums, nbytes
 
     def close(self) -> None:

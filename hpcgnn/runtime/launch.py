@@ -13,6 +13,7 @@ import atexit
 import os
 import sys
 
+from .. import allocator, bernoulli
 from ..comm import signals
 from ..comm.agree import agreed, agreed_over
 from ..comm.context import Context, current_context
@@ -20,6 +21,7 @@ from ..comm.context import initialize as split_roles
 from ..comm.context import open_context
 from ..comm.failure import abort_job
 from ..comm.mpi import MPI
+from ..comm.torch_dist import export_env
 from ..errors import InputError
 from ..graph.service import Service
 from ..partition.config import read_config
@@ -74,9 +76,6 @@ def initialize(layout=None, ranks_per_node=None, part_config: str | None = None,
         sys.exit(0)
     if ctx.is_trainer:
         # trainers only: what they install (the compiled dropout masks, malloc settings, torch's env)
-        from .. import allocator, bernoulli
-        from ..comm.torch_dist import export_env   # trainers only
-
         export_env(ctx)          # torch.distributed.init_process_group() works as under DGL's launcher
         # what every model's training step gains on a trainer, whoever wrote the loop
         allocator.keep_freed_memory()       # HPCGNN_KEEP_FREED_MEMORY=0: not

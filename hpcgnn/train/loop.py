@@ -20,8 +20,8 @@ import torch
 
 from .. import logs
 from ..comm import lastwords, peers, signals, watchdog
-from ..comm.agree import agreed, members
-from ..comm.collectives import all_min, any_flags
+from ..comm.agree import agreed
+from ..comm.collectives import all_min, any_flags, members
 from ..comm.failure import lost_peer
 from ..errors import InputError, PeerFailed
 from . import checkpoint

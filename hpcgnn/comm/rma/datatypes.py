@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from mpi4py.util import dtlib
 
 from ...errors import InputError
 from . import rowchecks as rs
@@ -42,8 +43,6 @@ def check_op_dtype(name: str, dtype: np.dtype, where: str) -> None:
 
 def element_type(dtype: np.dtype):
     """``(MPI type of one element, True)`` or ``(MPI.BYTE, False)`` when MPI has none."""
-    from mpi4py.util import dtlib   # loaded on first use (start-up cost)
-
     try:
         return dtlib.from_numpy_dtype(dtype), True
     except Exception:  # noqa: BLE001 - e.g. float16: rows are moved as bytes
@@ -62,8 +61,8 @@ def default_owners(ctx, nranges: int, name: str) -> list[int]:
     servers = ctx.ranks_of("server")
     if nranges == len(servers):
         return servers
-    firsts = [ctx.ranks_of("server", node=n)[:1] for n in range(ctx.num_nodes)]
-    if nranges == ctx.num_nodes and all(firsts):
+    firsts = [ctx.ranks_of("server", host=n)[:1] for n in range(ctx.num_hosts)]
+    if nranges == ctx.num_hosts and all(firsts):
         return [f[0] for f in firsts]
     raise InputError(f"RowStore {name!r}: {nranges} row range(s) but {len(servers)} server(s) on "
-                     f"{ctx.num_nodes} node(s); pass owners=")
+                     f"{ctx.num_hosts} host(s); pass owners=")
