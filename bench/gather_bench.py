@@ -111,7 +111,7 @@ def main():
     result = None
     if ctx.rank == ctx.ranks_of("trainer")[0]:
         ref = torch.from_numpy(np.random.default_rng(0).standard_normal((n, d), dtype=np.float32))
-        mine = ctx.node_id
+        mine = ctx.host_id
         rng = np.random.default_rng(1)
         result = {"bench": "gather", "rows_total": n, "dim": d, "dtype": "float32", "threads": 1,
                   "mpi": library_version(), "server_wait": args.server_wait, "shm_scope": os.environ.get("HPCGNN_SHM_SCOPE", "host"),

@@ -52,7 +52,8 @@ def test_two_virtual_nodes_three_roles():
     assert ctx.node_id == world.Get_rank() // 2
     assert ctx.role == ("server" if world.Get_rank() % 2 == 0 else "trainer")
     assert ctx.ranks_of("server") == [0, 2] and ctx.ranks_of("trainer", node=1) == [3]
-    assert ctx.node_role_comm.Get_size() == 1
+    assert ctx.node_role_comm.Get_size() == 1 and ctx.host_role_comm is ctx.node_role_comm
+    assert ctx.ranks_of("trainer", host=1) == [3] and ctx.host_of(3) == ctx.node_of(3) == 1
     if ctx.is_trainer:
         assert ctx.trainer_comm.allreduce(world.Get_rank()) == 1 + 3
     ctx.finalize()

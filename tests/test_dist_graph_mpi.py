@@ -124,7 +124,7 @@ def test_distributed_graph_served_by_servers(shared_tmp):
     ctx = hpcgnn.initialize(layout=layout, ranks_per_node=rpn, part_config=cfg, serve=False)
     if ctx.is_trainer:
         g = DistGraph("g")
-        assert not g.standalone and g.get_partition_book().partid == ctx.node_id
+        assert not g.standalone and g.get_partition_book().partid == ctx.host_id
         _check_graph(g, oracle, np.random.default_rng(ctx.rank))
         # a graph name nobody holds: a clear error on every trainer, no hang
         with pytest.raises(InputError, match="no server holds a graph named 'other'"):

@@ -45,7 +45,7 @@ def _book(ctx, nparts=None, nodes=200, edges=300):
             b[2] = b[1]
         return [[int(b[i]), int(b[i + 1])] for i in range(P)]
     return RangePartitionBook({"graph_name": "g", "num_parts": P, "node_map": {"_N": cuts(nodes)},
-                               "edge_map": {"_E": cuts(edges)}}, min(ctx.node_id, P - 1))
+                               "edge_map": {"_E": cuts(edges)}}, min(ctx.host_id, P - 1))
 
 
 def _global(n, row_shape, dtype):
@@ -62,7 +62,7 @@ def _filled(ctx, pol, name, row_shape, dtype, persistent=False):
 
     def init(shape, dt):
         # the owner of partition p is node p's first server: its rows start at b[node_id]
-        lo = int(b[ctx.node_id])
+        lo = int(b[ctx.host_id])
         return full[lo:lo + shape[0]]
     t = DistTensor((n,) + row_shape, dtype, name, init_func=init, part_policy=pol,
                    persistent=persistent, ctx=ctx)

@@ -32,15 +32,15 @@ def graph(tmp_path_factory):
 def test_plan_covers_every_id_once_and_pads_by_wrapping():
     ids = np.arange(100, 110)
     p = EpochPlan(ids, 4, True, False, seed=3, rank=0, steps=4)
-    batches = [p.batch(0, s) for s in range(4)]
+    batches = [p.seeds(0, s) for s in range(4)]
     assert [len(b) for b in batches] == [4, 4, 2, 4]
     assert sorted(np.concatenate(batches[:3]).tolist()) == list(range(100, 110))
     assert len(set(batches[3].tolist())) == 4                      # padding: unique, from the ids
     assert not np.array_equal(p.order(0), p.order(1))              # reshuffled per epoch
-    assert np.array_equal(p.batch(1, 2), p.batch(1, 2))            # a pure function
+    assert np.array_equal(p.seeds(1, 2), p.seeds(1, 2))            # a pure function
     assert [p.is_padding(k) for k in range(4)] == [False, False, False, True]     # evaluations skip it
     small = EpochPlan(np.arange(3), 8, False, True, 0, 0, steps=2)  # fewer ids than a batch
-    assert sorted(small.batch(0, 1).tolist()) == [0, 1, 2]
+    assert sorted(small.seeds(0, 1).tolist()) == [0, 1, 2]
 
 
 def test_buffer_ring_reuses_only_buffers_nobody_holds():

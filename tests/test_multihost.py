@@ -149,7 +149,7 @@ full = np.arange(N * D, dtype=np.float32).reshape(N, D)
 lo, hi = st.local_range
 st.local_rows[:] = full[lo:hi]
 st.barrier()
-rep = dict(rank=ctx.rank, role=ctx.role, node=ctx.node_id, host=socket.gethostname(),
+rep = dict(rank=ctx.rank, role=ctx.role, node=ctx.host_id, host=socket.gethostname(),
            shm=sorted(os.listdir("/dev/shm")))
 if ctx.is_trainer:
     tc = ctx.trainer_comm

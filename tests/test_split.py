@@ -141,19 +141,19 @@ def test_node_split_of_a_dist_tensor_mask():
     try:
         P = ctx.num_nodes
         sizes = [37 + 11 * p for p in range(P)]
-        book = _book(sizes, part_id=ctx.node_id)
+        book = _book(sizes, part_id=ctx.host_id)
         N = book.num_nodes
         mask = np.random.default_rng(5).random(N) < 0.4
         pol = PartitionPolicy("node:_N", book)
         dmask = DistTensor((N,), "bool", "train_mask", part_policy=pol, ctx=ctx,
-                           init_func=lambda shape, dtype: mask[book.node_ranges[ctx.node_id, 0]:][:shape[0]])
+                           init_func=lambda shape, dtype: mask[book.node_ranges[ctx.host_id, 0]:][:shape[0]])
         if ctx.is_trainer:
             T = ctx.trainer_comm.Get_size()
             r = ctx.trainer_comm.Get_rank()
             mine = node_split(dmask, book, rank=r, num_trainers=T).numpy()
             assert np.array_equal(mine, node_split(mask, book, rank=r, num_trainers=T).numpy())
             local = node_split(dmask, book, force_even=False, rank=r, num_trainers=T).numpy()
-            assert np.all(book.nid2partid(local) == ctx.node_id)
+            assert np.all(book.nid2partid(local) == ctx.host_id)
             shares = ctx.trainer_comm.allgather(mine)
             _check_cover(shares, mask)
         world.Barrier()

@@ -82,13 +82,14 @@ def test_bad_out_and_cache_are_refused_before_anything_moves():
                       ((cids.astype(np.int32), full[cids]), "int64"),
                       (cids, "pair")]:
         with pytest.raises(InputError, match=what):
-            st.gather(ids, cache=bad)
+            st.gather_cached(ids, bad)
         with pytest.raises(InputError, match=what):
             st.addresses(ids, cache=bad)
     # a good cache is served from memory: its rows, not the table's
     fake = np.full((3, 2, 2), 777, np.int64)
-    got = st.gather(ids, cache=(cids, fake))
-    assert (got == 777).all() and st.last_cache_hits == 3
+    got, hits = st.gather_cached(ids, (cids, fake))
+    assert (got == 777).all() and hits == 3
+    assert st.addresses(ids, cache=(cids, fake))[2] == 3 and st.addresses(ids)[2] == 0
     ctx.finalize()
 
 

@@ -132,7 +132,8 @@ def test_addresses_point_at_the_rows_on_every_route(rpn, shm):
     rng = np.random.default_rng(11 + world.Get_rank())
     remote = [k for k in range(len(st._bounds) - 1) if not st._direct(k)]
     for ids in (rng.integers(0, st.nrows, 5000), np.arange(st.nrows)[::-1].copy(), np.zeros(0, np.int64)):
-        addr, fetched = st.addresses(ids)
+        addr, fetched, hits = st.addresses(ids)
+        assert hits == 0
         assert addr.dtype == np.uintp and len(addr) == len(ids) and (addr != 0).all()
         got = np.empty((len(ids), 3), np.float32)
         _ext.gather_addresses(addr, got)

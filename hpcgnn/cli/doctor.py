@@ -14,7 +14,7 @@ import numpy as np
 
 from ..comm import probes
 from ..comm.rma import hugepages
-from ..comm.context import node_assignment
+from ..comm.context import host_assignment
 from ..comm.layout import Layout, describe_plan, plan_roles
 from ..comm.collectives import allreduce
 from ..comm.mpi import MPI, library_version, thread_level
@@ -119,8 +119,8 @@ def run(args) -> int:
     required_ok = all(bool(ok) or not c["required"] for ok, c in zip(oks, checks))
     local_ok = comm.gather([c["ok"] for c in checks], root=0)
     try:
-        node_of = node_assignment(comm, args.ranks_per_node)
-        sizes = [node_of.count(k) for k in range(max(node_of) + 1)]
+        host_of = host_assignment(comm, args.ranks_per_node)
+        sizes = [host_of.count(k) for k in range(max(host_of) + 1)]
         lay = Layout.parse(args.layout if args.layout is not None else os.environ.get("HPCGNN_LAYOUT"))
         plan_text = describe_plan(plan_roles(lay, sizes))
         plan_ok = True

@@ -1,4 +1,4 @@
-"""``initialize()``: split one MPI launch into nodes and roles.
+"""``initialize()``: split one MPI launch into hosts and roles.
 
 Returns a :class:`Context` holding the world, node, role and trainer
 communicators.  ``Context.finalize()`` frees, collectively and in reverse order, the
@@ -26,12 +26,12 @@ class Context:
 
     A *host* is a machine of the launch (or a virtual one of ``ranks_per_node``
     ranks); graph vertices are *nodes* elsewhere in hpcgnn.  ``host_id``,
-    ``num_hosts``, ``host_comm`` and :meth:`host_of` say so; ``node_id``,
-    ``num_nodes``, ``node_comm`` and :meth:`node_of` are the same values under the
-    names SLURM and DGL use for machines.
+    ``num_hosts``, ``host_comm``, ``host_role_comm`` and :meth:`host_of` say so;
+    ``node_id``, ``num_nodes``, ``node_comm``, ``node_role_comm`` and
+    :meth:`node_of` are aliases under the word SLURM and DGL use for machines.
 
     Attributes: ``world``, ``host_comm`` (ranks of this host), ``role_comm`` (all
-    ranks of this rank's role), ``node_role_comm`` (ranks of this role on this host),
+    ranks of this rank's role), ``host_role_comm`` (ranks of this role on this host),
     ``trainer_comm`` (``None`` unless a trainer), ``role``, ``host_id``,
     ``num_hosts``, ``local_rank`` / ``local_size`` (this rank's place among its
     host's ranks), ``rank``, ``size``, ``layout``, ``plan`` (roles by host and local
@@ -39,26 +39,26 @@ class Context:
     :func:`~hpcgnn.comm.rss.role_summary`).
     """
 
-    def __init__(self, world, layout, plan, node_id, node_comm, role_comm, node_role_comm, node_of):
+    def __init__(self, world, layout, plan, host_id, host_comm, role_comm, host_role_comm, host_of):
         self.world = world
         self.layout = layout
         self.plan = plan
-        self.node_id = node_id
-        self.num_nodes = len(plan)
-        self.node_comm = node_comm
-        self.local_rank = node_comm.Get_rank()
-        self.local_size = node_comm.Get_size()
+        self.host_id = host_id
+        self.num_hosts = len(plan)
+        self.host_comm = host_comm
+        self.local_rank = host_comm.Get_rank()
+        self.local_size = host_comm.Get_size()
         self.rank = world.Get_rank()
         self.size = world.Get_size()
-        self.role = plan[node_id][self.local_rank]
+        self.role = plan[host_id][self.local_rank]
         self.role_comm = role_comm
-        self.node_role_comm = node_role_comm
+        self.host_role_comm = host_role_comm
         self.trainer_comm = role_comm if self.role == "trainer" else None
-        self._node_of = node_of          # world rank -> node id
+        self._host_of = host_of          # world rank -> host id
         seen: dict[int, int] = {}
         self._role_of = []               # world rank -> role
-        for r in range(len(node_of)):
-            k = node_of[r]
+        for r in range(len(host_of)):
+            k = host_of[r]
             self._role_of.append(plan[k][seen.get(k, 0)])
             seen[k] = seen.get(k, 0) + 1
         self._resources: list = []
@@ -66,44 +66,52 @@ class Context:
         self.service = None               # set by hpcgnn.initialize (a hpcgnn.graph.service.Service)
         self.tensors: dict = {}           # DistTensor storage by name (hpcgnn.graph.tensor_store)
         self.tensor_counter = 0           # names of anonymous DistTensors
-        self._comms = [node_role_comm, role_comm, node_comm]
+        self._comms = [host_role_comm, role_comm, host_comm]
         self.finalized = False
         self.memory: dict | None = None   # at finalize: peak RSS per role (rss.role_summary)
 
     # -- who is where -----------------------------------------------------
-    @property
-    def host_id(self) -> int:
-        """This rank's host (0-based; ``node_id``)."""
-        return self.node_id
-
-    @property
-    def num_hosts(self) -> int:
-        """Hosts of the launch (``num_nodes``)."""
-        return self.num_nodes
-
-    @property
-    def host_comm(self):
-        """The ranks of this host (``node_comm``)."""
-        return self.node_comm
-
     def host_of(self, world_rank: int) -> int:
-        """The host of any world rank (``node_of``; independent)."""
-        return self._node_of[world_rank]
+        """The host of any world rank (independent, no communication)."""
+        return self._host_of[world_rank]
+
+    # SLURM's and DGL's word for a host, kept as documented aliases
+    @property
+    def node_id(self) -> int:
+        """``host_id`` (SLURM's word)."""
+        return self.host_id
+
+    @property
+    def num_nodes(self) -> int:
+        """``num_hosts`` (SLURM's word)."""
+        return self.num_hosts
+
+    @property
+    def node_comm(self):
+        """``host_comm`` (SLURM's word)."""
+        return self.host_comm
+
+    @property
+    def node_role_comm(self):
+        """``host_role_comm`` (SLURM's word)."""
+        return self.host_role_comm
+
+    def node_of(self, world_rank: int) -> int:
+        """``host_of`` (SLURM's word)."""
+        return self._host_of[world_rank]
 
     def role_of(self, world_rank: int) -> str:
         """Role of any world rank (independent, no communication)."""
         return self._role_of[world_rank]
 
-    def ranks_of(self, role: str, node: int | None = None) -> list[int]:
-        """World ranks holding ``role`` (optionally on one node), ascending."""
+    def ranks_of(self, role: str, host: int | None = None, *, node: int | None = None) -> list[int]:
+        """World ranks holding ``role`` (optionally on one host; ``node=``: the same),
+        ascending."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; roles are {ROLES}")
+        host = node if host is None else host
         return [r for r in range(self.size)
-                if self.role_of(r) == role and (node is None or self._node_of[r] == node)]
-
-    def node_of(self, world_rank: int) -> int:
-        """Node id of a world rank."""
-        return self._node_of[world_rank]
+                if self.role_of(r) == role and (host is None or self._host_of[r] == host)]
 
     def samplers_of(self, trainer_rank: int) -> list[int]:
         """Sampler ranks that produce mini-batches for ``trainer_rank`` (may be empty).
@@ -162,7 +170,7 @@ class Context:
             if c is not None and c != MPI.COMM_NULL:
                 c.Free()
         self._comms = []
-        self.node_comm = self.role_comm = self.node_role_comm = self.trainer_comm = None
+        self.host_comm = self.role_comm = self.host_role_comm = self.trainer_comm = None
         self.finalized = True
 
     def __enter__(self):
@@ -174,11 +182,11 @@ class Context:
         return False
 
     def __repr__(self):
-        return (f"Context(rank={self.rank}/{self.size}, role={self.role}, node={self.node_id}/"
-                f"{self.num_nodes}, local_rank={self.local_rank}, layout='{self.layout}')")
+        return (f"Context(rank={self.rank}/{self.size}, role={self.role}, host={self.host_id}/"
+                f"{self.num_hosts}, local_rank={self.local_rank}, layout='{self.layout}')")
 
     def describe(self) -> str:
-        """The role plan, one line per node."""
+        """The role plan, one line per host."""
         return describe_plan(self.plan)
 
 
@@ -196,12 +204,12 @@ def _ranks_per_node(value) -> int | None:
     return n
 
 
-def node_assignment(world, ranks_per_node=None) -> list[int]:
-    """Collective: node id of every world rank.
+def host_assignment(world, ranks_per_node=None) -> list[int]:
+    """Collective: the host id of every world rank.
 
-    Real nodes come from ``Split_type(COMM_TYPE_SHARED)``; with ``ranks_per_node``
-    (or ``HPCGNN_RANKS_PER_NODE``) consecutive ranks form virtual nodes, which must
-    each lie inside one real node (shared memory is used within a node).
+    Real hosts come from ``Split_type(COMM_TYPE_SHARED)``; with ``ranks_per_node``
+    (or ``HPCGNN_RANKS_PER_NODE``) consecutive ranks form virtual hosts, which must
+    each lie inside one real host (shared memory is used within a host).
     """
     rank, size = world.Get_rank(), world.Get_size()
     err = None
@@ -243,20 +251,20 @@ def initialize(layout: str | Layout | None = None, ranks_per_node: int | None = 
     except (LayoutError, ValueError) as e:
         err, lay = (e if isinstance(e, LayoutError) else InputError(str(e))), None
     raise_if_any(world, err)
-    node_of = node_assignment(world, ranks_per_node)
-    sizes = [node_of.count(k) for k in range(max(node_of) + 1)]
+    host_of = host_assignment(world, ranks_per_node)
+    sizes = [host_of.count(k) for k in range(max(host_of) + 1)]
     plan = plan_roles(lay, sizes)  # same input everywhere: same result or same error
     rank = world.Get_rank()
-    node_id = node_of[rank]
-    node_comm = world.Split(node_id, rank)
-    role = plan[node_id][node_comm.Get_rank()]
+    host_id = host_of[rank]
+    host_comm = world.Split(host_id, rank)
+    role = plan[host_id][host_comm.Get_rank()]
     ridx = ROLES.index(role)
     role_comm = world.Split(ridx, rank)
-    node_role_comm = world.Split(node_id * len(ROLES) + ridx, rank)
+    host_role_comm = world.Split(host_id * len(ROLES) + ridx, rank)
     failure.identity.role = role
-    failure.identity.node = node_id
-    peers.record(world, role, node_id)         # a lost or frozen rank can then be named
-    return Context(world, lay, plan, node_id, node_comm, role_comm, node_role_comm, node_of)
+    failure.identity.node = host_id
+    peers.record(world, role, host_id)         # a lost or frozen rank can then be named
+    return Context(world, lay, plan, host_id, host_comm, role_comm, host_role_comm, host_of)
 
 
 def hostname() -> str:

@@ -45,7 +45,7 @@ class RowCache:
         remote = np.zeros(n, dtype=bool)
         bounds = np.asarray(store.bounds, dtype=np.int64)
         for k, owner in enumerate(store.owners.tolist()):
-            if ctx.node_of(int(owner)) != ctx.node_id:
+            if ctx.host_of(int(owner)) != ctx.host_id:
                 remote[bounds[k]:bounds[k + 1]] = True
         eligible = remote
         if rows is not None:

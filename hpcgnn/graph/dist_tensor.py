@@ -263,9 +263,9 @@ class DistTensor:
         if st.row_bytes == 0:
             return None
         ctuple = (cache.ids, cache.rows) if cache is not None and len(cache) else None
-        addr, fetched = st.addresses(ids, cache=ctuple)
+        addr, fetched, hits = st.addresses(ids, cache=ctuple)
         if cache is not None:
-            cache.count(ids, st.last_cache_hits if ctuple else 0)
+            cache.count(ids, hits)
         keep = (st, fetched) + ((cache.rows,) if ctuple else ())
         return RowRefs(addr, tuple(self._shape[1:]), tdt, keep)
 
@@ -385,9 +385,8 @@ class DistTensor:
 
     def _cached_gather(self, cache, ids, out=None) -> np.ndarray:
         st, ids = self._store_ids(ids)
-        st.last_cache_hits = None
-        out = st.gather(ids, out, cache=(cache.ids, cache.rows) if len(cache) else None)
-        cache.count(ids, st.last_cache_hits or 0)
+        out, hits = st.gather_cached(ids, (cache.ids, cache.rows) if len(cache) else None, out)
+        cache.count(ids, hits)
         return out
 
     def barrier(self) -> None:

@@ -66,12 +66,12 @@ def partition_owners(ctx, num_parts: int, what: str) -> list[int]:
     there are fewer nodes than partitions or a node has no server."""
     if ctx.size == 1:                 # one process (standalone): it holds every partition
         return [0] * num_parts
-    if num_parts > ctx.num_nodes:
-        raise InputError(f"{what}: {num_parts} partitions but the launch has {ctx.num_nodes} node(s); "
+    if num_parts > ctx.num_hosts:
+        raise InputError(f"{what}: {num_parts} partitions but the launch has {ctx.num_hosts} host(s); "
                          "one node serves each partition (launch more nodes or set ranks_per_node)")
     owners = []
     for p in range(num_parts):
-        srv = ctx.ranks_of("server", node=p)
+        srv = ctx.ranks_of("server", host=p)
         if not srv:
             raise InputError(f"{what}: node {p} has no server rank to hold partition {p} "
                              f"(layout '{ctx.layout}')")
@@ -85,7 +85,7 @@ def graph_policy(ctx, n: int):
     svc = getattr(ctx, "service", None)
     found = {}
     for t in (getattr(svc, "graphs", None) or {}).values():
-        book = RangePartitionBook(t.config, min(ctx.node_id, t.num_parts - 1))
+        book = RangePartitionBook(t.config, min(ctx.host_id, t.num_parts - 1))
         cands = [PartitionPolicy("node", book), PartitionPolicy("edge", book)]
         if not book.is_homogeneous:         # or the ids of one type (DGL's per-type policies)
             cands += [PartitionPolicy(f"node:{x}", book) for x in book.ntypes if len(book.ntypes) > 1]

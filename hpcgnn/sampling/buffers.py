@@ -54,5 +54,5 @@ class BufferRing:
         return len(self._bufs)
 
 
-#: the ring that :meth:`MiniBatch.fetch_features` gathers host features into
+#: the ring that :func:`~hpcgnn.sampling.features.fetch_features` gathers host features into
 FEATURES = BufferRing()

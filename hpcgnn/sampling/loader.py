@@ -36,7 +36,7 @@ from ..comm.collectives import all_sum
 from ..devices import concrete
 from ..errors import InputError
 from ..graph.dist_graph import as_ids
-from .batch import FEATURE_ROWS
+from .features import FEATURE_ROWS
 from .plan import EpochPlan
 from .precision import float_features
 from .remote import RemoteLoader

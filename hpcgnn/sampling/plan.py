@@ -51,8 +51,10 @@ class EpochPlan:
         must not count its seeds again."""
         return step >= self.own_steps(len(self.ids), self.batch_size, self.drop_last)
 
-    def batch(self, epoch: int, step: int, order: np.ndarray | None = None) -> np.ndarray:
-        """Seed ids of batch ``step`` (positions past the end wrap around)."""
+    def seeds(self, epoch: int, step: int, order: np.ndarray | None = None) -> np.ndarray:
+        """The seeds of batch ``step`` of ``epoch``: ids taken from ``ids`` (node ids
+        for a node loader, edge ids for an edge loader), not a sampled batch;
+        positions past the end wrap around."""
         if order is None:
             order = self.order(epoch)
         n, b = len(self.ids), self.batch_size

@@ -98,7 +98,7 @@ class NeighborSampler:
     def sample(self, g, seeds, *, rng=None) -> MiniBatch:
         """Independent: the multi-hop sample around ``seeds`` (unique global node ids;
         their order is kept as ``n_id[:batch_size]``).  Features are not read: call
-        ``.fetch_features(g)`` on the result."""
+        :func:`~hpcgnn.sampling.fetch_features` on the result."""
         ext = kernels()
         check_edge_dir(g, self.edge_dir, "NeighborSampler")
         wstore = check_prob(g, self.prob, "NeighborSampler")

@@ -11,6 +11,7 @@ import torch
 
 from ..devices import Staging
 from ..partition.arrays import unique_inverse
+from .features import fetch_features
 from .plan import EpochPlan
 
 
@@ -46,14 +47,14 @@ class NodeTask:
     def _make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
         _ensure_cache(g, self.feat, self.cache_bytes, self.device)
-        seeds = self.plan.batch(epoch, step, order)
+        seeds = self.plan.seeds(epoch, step, order)
         b = self.sampler.sample(g, seeds, rng=self.plan.rng(epoch, step))
         t1 = time.perf_counter()
         cache = g.ndata[self.feat].cache if self.cache_bytes and self.feat is not None else None
         before = (cache.hits, cache.remote_lookups) if cache is not None else None
         if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label, device=self.device, label_rows=self.label_rows,
-                             feature_rows=self.feature_rows, keep_half=self.keep_half)
+            fetch_features(b, g, self.feat, self.label, device=self.device, label_rows=self.label_rows,
+                           feature_rows=self.feature_rows, keep_half=self.keep_half)
             if self.device is not None and torch.device(self.device).type != "cpu":
                 b.extra["h2d_bytes"] = _crossed(b, cache, before)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
@@ -78,7 +79,7 @@ class EdgeTask:
 
     def make(self, g, epoch: int, step: int, order=None):
         t0 = time.perf_counter()
-        eids = self.plan.batch(epoch, step, order)
+        eids = self.plan.seeds(epoch, step, order)
         rng = self.plan.rng(epoch, step)
         src, dst = (t.numpy() for t in g.find_edges(eids))
         parts = [src, dst]
@@ -100,7 +101,7 @@ class EdgeTask:
         b.input_id = torch.from_numpy(eids)
         t1 = time.perf_counter()
         if self.feat is not None or self.label is not None:
-            b.fetch_features(g, self.feat, self.label, keep_half=self.keep_half)
+            fetch_features(b, g, self.feat, self.label, keep_half=self.keep_half)
         b.extra["sample_s"], b.extra["fetch_s"] = t1 - t0, time.perf_counter() - t1
         b.extra["padding"] = self.plan.is_padding(step)
         return b

@@ -60,11 +60,10 @@ from ..comm.agree import agreed
 from ..comm.collectives import barrier
 from ..errors import InputError
 from ..graph import DistEmbedding, SparseAdagrad, edge_split
-from ..sampling import DistEdgeDataLoader, NeighborSampler
+from ..sampling import DistEdgeDataLoader, NeighborSampler, fetch_features
 from ..sampling.blocks import adjs_like
 from ..sampling.negative import Uniform
 from .link_config import LinkConfig, parse_args  # noqa: F401  (parse_args: tests, entry points)
-from .model import SAGE
 from .zoo import build_model, input_style
 from .common import check_run_dir, finalize_and_report, run_or_exit, seed_all, settings_or_exit, start
 from .common import allsum as _allsum
@@ -165,7 +164,7 @@ class LinkModel(nn.Module):
     def encode(self, x, b) -> torch.Tensor:
         """The seeds' representations of batch ``b`` (its blocks, or its whole sampled
         graph for an encoder taking ``edge_index``)."""
-        if isinstance(self.encoder, SAGE):
+        if getattr(self.encoder, "takes_hop_counts", False):
             return self.encoder(x, b.edge_index, b.num_sampled_nodes, b.num_sampled_edges)
         if self.style == "edge_index":
             return self.encoder(x, b.edge_index)[: b.batch_size]
@@ -200,7 +199,7 @@ def rank_metrics(model: LinkModel, g, emb: DistEmbedding, eids, cfg: LinkConfig,
         uniq, inv = np.unique(np.concatenate([src, dst, neg.reshape(-1)]), return_inverse=True)
         B = len(e)
         b = sampler.sample(g, uniq, rng=np.random.default_rng([cfg.seed, salt, i]))
-        b.fetch_features(g, cfg.feat, None)
+        fetch_features(b, g, cfg.feat, None)
         held.drop_from(b)
         h = model.encode(_inputs(b, emb), b)
         hs, hd, hn = h[inv[:B]], h[inv[B:2 * B]], h[inv[2 * B:]].reshape(B, k, -1)

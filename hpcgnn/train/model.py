@@ -17,6 +17,12 @@ class SAGE(nn.Module):
     between them.  ``forward`` takes a :class:`~hpcgnn.sampling.MiniBatch`'s fields;
     ``layer`` runs one layer alone (layer-wise inference)."""
 
+    #: what it declares to the tasks: ``x`` may be the rows' addresses (``RowRefs``,
+    #: read in place by the first layer on a CPU), and ``forward(x, edge_index,
+    #: num_sampled_nodes, num_sampled_edges)`` trims each layer to its hops
+    takes_row_refs = True
+    takes_hop_counts = True
+
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, dropout: float = 0.5):
         super().__init__()
         from torch_geometric.nn import SAGEConv   # PyG loaded by the code that uses it (start-up cost)

@@ -44,7 +44,6 @@ from .common import allsum as _allsum
 from .config import TrainConfig, parse_args
 from .floor import model_floor
 from .inference import layerwise_inference
-from .model import SAGE
 from .trainer import Trainer
 from .zoo import build_model, has_layers, input_style
 
@@ -207,7 +206,7 @@ def run(cfg: TrainConfig) -> dict | None:
     on_gpu = device if device.type == "cuda" or cfg.sample_on == "device" else None
     # on a GPU the trainer's own batches are sampled there too (this host's partitions)
     sampler = NeighborSampler(cfg.fanouts, device=on_gpu if cfg.sample_on != "host" else None)
-    rows = _feature_rows(cfg, ctx, device) if isinstance(model, SAGE) else "copy"
+    rows = _feature_rows(cfg, ctx, device) if getattr(model, "takes_row_refs", False) else "copy"
     train_loader = DistNodeDataLoader(g, train_ids, sampler, cfg.batch_size, shuffle=True, drop_last=False,
                                       seed=cfg.seed, prefetch=cfg.prefetch, feat=cfg.feat, label=cfg.label,
                                       cache_bytes=cfg.cache_bytes, device=on_gpu, labels="seeds",

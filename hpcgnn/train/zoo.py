@@ -190,7 +190,7 @@ def input_style(model: nn.Module) -> str:
     m = getattr(model, "module", model)
     params = [p for p in inspect.signature(m.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(params) >= 2 and params[1].name == "edge_index" and not isinstance(m, SAGE):
+    if len(params) >= 2 and params[1].name == "edge_index":
         return "edge_index"
     return "adjs"
 

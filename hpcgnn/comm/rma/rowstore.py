@@ -52,21 +52,16 @@ import time
 import numpy as np
 
 from ...errors import InputError
-from . import hugepages, readstats
-from .. import probes
-from . import rowchecks as rs
+from . import hugepages, readstats, rowchecks as rs, transfers as _transfers
+from .. import probes, watchdog as _watchdog
 from ..agree import agreed
-from .datatypes import ALIGN as _ALIGN, MAX_OP_BYTES
-from .datatypes import default_owners as _default_owners
-from .datatypes import element_type as _element_type
+from .datatypes import ALIGN as _ALIGN, MAX_OP_BYTES, default_owners as _default_owners, element_type as _element_type
 from ..mpi import MPI, serialized
 from .facts import RowFacts
 from .rowwrites import RowWrites
-from . import transfers as _transfers
-from .. import watchdog as _watchdog
-from ..._ext import gather_ranges as _ext_gather_ranges   # compiled, prefetching (ext/src/gather_rows.c)
-from ..._ext import row_addresses as _ext_row_addresses
-from ..._ext import route_by_range as _ext_route_by_range
+# compiled: gather_ranges prefetching (ext/src/gather_rows.c)
+from ..._ext import gather_ranges as _ext_gather_ranges, row_addresses as _ext_row_addresses, \
+    route_by_range as _ext_route_by_range
 
 DIRECT, SHM, WORLD = rs.DIRECT, rs.SHM, rs.WORLD
 
@@ -195,7 +190,7 @@ class RowStore(RowWrites, RowFacts):
         domain leader (its lowest world rank)."""
         world = self._world
         if scope == "node":
-            self._domain, self._own_domain = ctx.node_comm, False
+            self._domain, self._own_domain = ctx.host_comm, False
         else:
             self._domain, self._own_domain = world.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank), True
         info = MPI.Info.Create()
@@ -236,7 +231,7 @@ class RowStore(RowWrites, RowFacts):
         self._readable_cache = None
         for k in range(K):
             o = int(self._owners[k])
-            if ctx.node_of(o) == ctx.node_id:
+            if ctx.host_of(o) == ctx.host_id:
                 self._route[k], self._target[k] = DIRECT, dom_rank[k]
                 self._views[k] = self._range_view(k, dom_rank[k])
             elif leaders[o] == my_leader:
@@ -278,10 +273,14 @@ class RowStore(RowWrites, RowFacts):
 
     # ------------------------------------------------------------------ reads
     @serialized
-    def gather(self, ids, out: np.ndarray | None = None, cache=None) -> np.ndarray:
+    def gather(self, ids, out: np.ndarray | None = None) -> np.ndarray:
         """Independent: the rows of ``ids`` (global, any order, repeats allowed), in
-        the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``).
-        ``cache``: ``(sorted ids, their rows)`` served from memory instead."""
+        the order asked, as a new ``(len(ids), *row_shape)`` array (or into ``out``)."""
+        return self.gather_cached(ids, None, out)[0]
+
+    def gather_cached(self, ids, cache, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        """:meth:`gather`, with the rows of ``cache`` (``(sorted ids, their rows)`` or
+        None) served from memory instead: ``(rows, hits)``, ``hits`` the ids served so."""
         self._check_open()
         ids = rs.as_ids(ids, self.nrows, self.where)
         n = len(ids)
@@ -293,16 +292,17 @@ class RowStore(RowWrites, RowFacts):
             raise InputError(f"{self.where}: out must be a writable C-contiguous {self.dtype} array of shape {want}")
         cache = rs.check_cache(cache, self.row_shape, self.dtype, self.where)
         if n == 0 or self.row_bytes == 0:
-            return out
+            return out, 0
         return self._gather_ranges(ids, out, cache if cache[0] is not None else None)
 
     @serialized
-    def addresses(self, ids, cache=None) -> tuple[np.ndarray, np.ndarray | None]:
+    def addresses(self, ids, cache=None) -> tuple[np.ndarray, np.ndarray | None, int]:
         """Independent: where this process can read the rows of ``ids`` in place,
-        without copying them: ``(addr, fetched)``, ``addr[i]`` (``uintp``) the address
+        without copying them: ``(addr, fetched, hits)``, ``addr[i]`` (``uintp``) the address
         of row ``ids[i]`` in node-shared memory, in ``cache`` (``(sorted ids,
         rows)``), or in ``fetched``, a new array with the rows of ranges that only RMA
-        reaches (read here; None when there are none).  The addresses stay valid while
+        reaches (read here; None when there are none), ``hits`` how many are in the
+        cache.  The addresses stay valid while
         this store is open and ``fetched`` and the cache's rows are alive; rows written
         later show through.  Rows of 0 bytes get no address (all 0)."""
         self._check_open()
@@ -311,18 +311,16 @@ class RowStore(RowWrites, RowFacts):
         n = len(ids)
         addr = np.zeros(n, dtype=np.uintp)
         if n == 0 or self.row_bytes == 0:
-            return addr, None
+            return addr, None, 0
         bounds, _, bases = self._readable()
         range_of = np.empty(n, dtype=np.int32)
         left = _ext_row_addresses(bases, bounds, self.row_bytes, ids, addr, range_of, cids, crows)
         fetched = None
         if left:
             pos = np.flatnonzero(range_of >= 0)
-            fetched = self._gather_ranges(ids[pos], np.empty((len(pos),) + self.row_shape, dtype=self.dtype))
+            fetched = self._gather_ranges(ids[pos], np.empty((len(pos),) + self.row_shape, dtype=self.dtype))[0]
             addr[pos] = fetched.ctypes.data + np.arange(len(pos), dtype=np.uintp) * np.uintp(self.row_bytes)
-        if cache is not None:
-            self.last_cache_hits = int(np.count_nonzero(range_of == -2))
-        return addr, fetched
+        return addr, fetched, int(np.count_nonzero(range_of == -2)) if cids is not None else 0
 
     def _shm_direct(self) -> bool:
         if self.direct_shm_reads is not None:
@@ -346,11 +344,12 @@ class RowStore(RowWrites, RowFacts):
             self._readable_cache = (key, np.ascontiguousarray(self._bounds, dtype=np.int64), direct, bases)
         return self._readable_cache[1:]
 
-    def _gather_ranges(self, ids: np.ndarray, out: np.ndarray, cache=None) -> np.ndarray:
+    def _gather_ranges(self, ids: np.ndarray, out: np.ndarray, cache=None) -> tuple[np.ndarray, int]:
         """The compiled path: one C pass copies every row of a directly readable range
         into place (no sort by owner, no permutation); rows of the other ranges are
         fetched with one RMA ``Get`` per range, issued before the local copies so
-        they overlap.  Ids in ``cache`` are copied from it and never fetched."""
+        they overlap.  Ids in ``cache`` are copied from it and never fetched (``(out,
+        hits)``: how many)."""
         n, K = len(ids), len(self._bounds) - 1
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         flat = out.reshape(n, -1)
@@ -383,9 +382,9 @@ class RowStore(RowWrites, RowFacts):
             _ext_gather_ranges(bases, bounds, ids, flat, range_of, cids, crows)
         if pending:
             self._finish_gets(pending, counts, t_issue)
-        if cache is not None:
-            self.last_cache_hits = hits if hits is not None else int(np.count_nonzero(range_of == -2))
-        return out
+        if cache is None:
+            return out, 0
+        return out, hits if hits is not None else int(np.count_nonzero(range_of == -2))
 
     @serialized
     def read_remote(self, ids, out) -> None:
