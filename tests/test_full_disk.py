@@ -61,7 +61,7 @@ def graph(tmp_path_factory):
 #: race), or just ``after`` it (the disk fills during the writes).
 FILL = """
 import os, runpy, sys
-from hpcgnn.datasets import diskspace
+from hpcgnn.io import diskspace
 when, filler = sys.argv[1], sys.argv[2]
 real, calls = diskspace.reserve_file, []
 
@@ -122,7 +122,7 @@ def test_a_disk_filling_before_generate_writes_ends_every_rank(mpirun, small_dis
 SAVE = """
 import hashlib, sys, numpy as np
 from hpcgnn.comm.mpi import MPI
-from hpcgnn.datasets import diskspace
+from hpcgnn.io import diskspace
 from hpcgnn.train import checkpoint
 
 comm, run_dir, filler = MPI.COMM_WORLD, sys.argv[1], sys.argv[2]

@@ -19,8 +19,9 @@ import pytest
 
 from hpcgnn.cli.main import main as hpcgnn_main
 from hpcgnn.comm.mpi import MPI, world
-from hpcgnn.datasets import diskspace, generate_graph
+from hpcgnn.datasets import generate_graph
 from hpcgnn.errors import HpcgnnError
+from hpcgnn.io import diskspace
 from hpcgnn.partition import partition_graph
 from hpcgnn.testing import on_rank0, run_job, shared_tmpdir
 

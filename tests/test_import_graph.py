@@ -142,10 +142,11 @@ def test_modules_and_functions_stay_short():
     assert big == [] and long_ == [], big + long_
 
 
-#: MPI by hand outside hpcgnn/comm/ (``with LOCK:``, reductions), by file: what is
-#: left to move behind hpcgnn.comm.collectives (the counts only go down): the
-#: checkpoint's collective HDF5 I/O, which goes with the I/O module (issue 41, item 4).
-MPI_BY_HAND = {"train/checkpoint.py": 2}
+#: MPI by hand outside hpcgnn/comm/ (``with LOCK:``, reductions), by file: none is
+#: left (the checkpoint's collective HDF5 I/O holds the lock through
+#: hpcgnn.comm.collectives.exclusive since issue 41, item 4); an entry here would be
+#: one to move behind hpcgnn.comm.collectives (the counts only go down).
+MPI_BY_HAND = {}
 
 
 def test_mpi_reductions_and_the_lock_stay_in_comm():
@@ -165,6 +166,25 @@ def test_mpi_reductions_and_the_lock_stay_in_comm():
     over = {k: v for k, v in found.items() if v > MPI_BY_HAND.get(k, 0)}
     assert over == {}, f"MPI by hand outside hpcgnn/comm/ (use hpcgnn.comm.collectives): {over}"
     assert found == MPI_BY_HAND, f"fewer now: lower MPI_BY_HAND to {found}"
+
+
+def test_hdf5_files_are_opened_only_in_io():
+    """Every HDF5 file of the package is opened through hpcgnn.io (``open_h5``,
+    ``open_mpio``): no ``h5py.File(`` call outside hpcgnn/io/ (a type annotation
+    naming ``h5py.File`` is no call; ``hpcgnn doctor`` imports h5py itself, to report
+    it missing, and opens no file with it)."""
+    found = []
+    for name, path in _modules().items():
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith("io" + os.sep):
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "File" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "h5py":
+                found.append(f"{rel}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "h5py" and "File" in [a.name for a in node.names]:
+                found.append(f"{rel}:{node.lineno}")
+    assert found == [], f"h5py.File opened outside hpcgnn/io/ (use hpcgnn.io.h5.open_h5): {found}"
 
 
 def _private_names(tree):

@@ -9,6 +9,7 @@ from hpcgnn import _ext
 from hpcgnn.comm.rma import rowchecks as rs
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import InputError
+from hpcgnn.io.checksum import fletcher_partial
 from hpcgnn.partition import idx_limits, metis_part_kway, part_kway
 from hpcgnn.partition.assign import owner_of, random_parts, symmetric_csr
 from hpcgnn.partition.balance import _quota
@@ -16,7 +17,6 @@ from hpcgnn.partition.coarsen import contract, lp_clusters
 from hpcgnn.partition.edges import LocalEdges
 from hpcgnn.partition.relabel import IdLayout, assign_new_ids, map_ids
 from hpcgnn.partition.verify import Checksum, fletcher
-from hpcgnn.partition.writer import fletcher_partial
 
 B31, B32 = 2**31, 2**32
 SELF = MPI.COMM_SELF

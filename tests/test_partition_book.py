@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from hpcgnn.graph import PartitionPolicy, RangePartitionBook
+from hpcgnn.io.checksum import checksum_hex, fletcher_partial
 from hpcgnn.partition.assign import random_parts
-from hpcgnn.partition.writer import checksum_hex, fletcher_partial
 
 CONF = {"graph_name": "g", "num_parts": 3, "node_map": {"_N": [[0, 4], [4, 4], [4, 10]]},
         "edge_map": {"_E": [[0, 7], [7, 9], [9, 20]]}}

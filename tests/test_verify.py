@@ -113,7 +113,7 @@ def _verify(cfg, capsys):
 @pytest.mark.timeout(60)
 def test_the_fast_checksum_is_the_writers():
     from hpcgnn.partition.verify import Checksum, fletcher
-    from hpcgnn.partition.writer import checksum_hex, fletcher_partial
+    from hpcgnn.io.checksum import checksum_hex, fletcher_partial
 
     rng = np.random.default_rng(0)
     for n in (0, 1, 2047, 2048, 2049, (1 << 19) - 1, 1 << 19, 3 * (1 << 19) + 1001):

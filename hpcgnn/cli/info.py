@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 
-import h5py
 
 from ..comm.mpi import MPI
 from ..errors import InputError
+from ..io.h5 import open_h5
 from ..partition.book import RangePartitionBook
 from ..partition.config import read_config
 from ..partition.featdtype import LOGICAL_KEY
@@ -34,7 +34,7 @@ def _check_file(config_path: str, cfg: dict, h5: str) -> None:
     T = max(1, len(cfg["edge_map"]))
     book = RangePartitionBook(cfg, 0)
     try:
-        f = h5py.File(h5, "r")
+        f = open_h5(h5, "r")
     except OSError as e:
         raise InputError(f"{config_path}: cannot read {h5} ({e})") from None
     with f:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 
-import h5py
 
 from ..comm.mpi import MPI
 from ..errors import InputError
+from ..io.h5 import open_h5
 from ..scale_model import RESERVE, load_model, parse_size, plan
 
 FEAT_BYTES = {"float32": 4, "bf16": 2, "fp16": 2}
@@ -45,7 +45,7 @@ def _raw_shapes(path: str) -> dict:
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such raw graph file")
     try:
-        f = h5py.File(path, "r")
+        f = open_h5(path, "r")
     except OSError as e:
         raise InputError(f"{path}: cannot open as HDF5 ({e})") from None
     with f:

@@ -27,6 +27,7 @@ from ..comm.agree import agreed, agreed_over
 from ..comm.mpi import MPI
 from ..comm.rss import rss_summary
 from ..errors import HpcgnnError
+from ..io.h5 import open_h5
 from ..partition.book import RangePartitionBook
 from ..partition.check import CHUNK_ROWS, check_partition_stream
 from ..partition.config import content_problems, read_config
@@ -51,7 +52,7 @@ def verify_parts(conf: dict, config: str, h5: str, parts) -> tuple[list[tuple[in
     problems: list[tuple[int, str]] = []
     checked = nbytes = 0
     try:
-        f = h5py.File(h5, "r")
+        f = open_h5(h5, "r")
     except OSError as e:
         return [(-1, f"{h5}: cannot open the partition file named by {config} ({e})")], 0, 0
     with f:

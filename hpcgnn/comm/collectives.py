@@ -34,6 +34,15 @@ def collective(comm, what: str = "the other ranks to reach the same collective s
         yield
 
 
+@contextlib.contextmanager
+def exclusive():
+    """Hold the MPI lock for a block of collective I/O: other threads of the process
+    may be in MPI (a prefetch thread reading windows), and parallel HDF5 calls MPI
+    underneath.  Not watched: the block's own collectives bound their waits."""
+    with LOCK:
+        yield
+
+
 def allreduce(comm, values, op: str = "sum", dtype=np.float64) -> np.ndarray:
     """Collective: ``values`` (numbers) reduced elementwise over ``comm`` with ``op``
     (``sum``, ``max``, ``min``), as ``dtype``."""

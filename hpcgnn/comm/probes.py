@@ -8,10 +8,10 @@ from __future__ import annotations
 import ctypes
 import os
 
-import h5py
 import numpy as np
 from mpi4py.util import dtlib
 
+from ..io.h5 import open_mpio
 from .mpi import MPI
 
 
@@ -111,11 +111,11 @@ def parallel_hdf5_probe(comm, tmpdir: str) -> int:
         path = os.path.join(tmpdir, f"hpcgnn-doctor-{os.getpid()}.h5")
     path = comm.bcast(path, root=0)
     try:
-        with h5py.File(path, "w", driver="mpio", comm=comm) as f:
+        with open_mpio(path, "w", comm) as f:
             d = f.create_dataset("rows", (size, 4), dtype="i8")
             with d.collective:
                 d[rank] = np.arange(4) + 10 * rank
-        with h5py.File(path, "r", driver="mpio", comm=comm) as f:
+        with open_mpio(path, "r", comm) as f:
             row = f["rows"][(rank + 1) % size]
         if not np.array_equal(row, np.arange(4) + 10 * ((rank + 1) % size)):
             raise RuntimeError("parallel HDF5 read back different data")

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..comm.agree import agreed
 from ..errors import InputError
-from . import diskspace, raw
+from ..io import diskspace, h5, partial
+from . import raw
 
 BLOCK_BYTES = 1 << 26  # text read per block
 BLOCK_ROWS = 1 << 22   # rows per block from .npy / parquet
@@ -42,19 +43,18 @@ def _on_root(comm, fn: Callable[[], Any]) -> Any:
 def _write_file(out: str, overwrite: bool, body: Callable[[Any], dict]) -> dict:
     """Single process: check ``out``, let ``body(file)`` fill ``out.partial``, rename."""
     raw.check_output(out, overwrite)
-    tmp = raw.partial_path(out)
-    f = raw.open_h5(tmp, "w")
+    tmp = partial.partial_path(out)
+    f = h5.open_h5(tmp, "w")
     try:
         info = body(f)
         f.close()
-        os.replace(tmp, out)
+        partial.commit(tmp, out)
     except BaseException as e:
         try:
             f.close()
         except Exception:               # noqa: BLE001 - a close that flushes onto a full disk fails too
             pass
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        partial.remove_quietly(tmp)
         if isinstance(e, Exception) and diskspace.disk_full(e):
             raise InputError(f"{out}: the disk filled while writing it ({getattr(e, 'strerror', None) or e}): "
                              "disk full; the partial file was removed") from None
@@ -448,7 +448,7 @@ def from_pyg(data, path: str, comm=None, name: str = "pyg", overwrite: bool = Fa
         _check_ids(ei[:, lo:hi].T, n, path, "data.edge_index", lo)
     num_classes = int(node["label"].max()) + 1 if "label" in node and n else None
     raw.check_output(path, overwrite, comm)
-    tmp = raw.partial_path(path)
+    tmp = partial.partial_path(path)
     f = raw.create_raw(tmp, comm, graph_name=name, num_nodes=n, num_edges=e, num_classes=num_classes)
     guard = diskspace.WriteGuard(comm, tmp, path)
     guard.reserve(f)                    # before anything is flushed (see diskspace)
@@ -464,5 +464,5 @@ def from_pyg(data, path: str, comm=None, name: str = "pyg", overwrite: bool = Fa
         for d, start, rows in writes:
             raw.write_rows(d, start, rows)
     guard.close(f)
-    raw.commit(tmp, path, comm)
+    partial.commit(tmp, path, comm)
     return {"path": path, "num_nodes": n, "num_edges": e, "num_classes": num_classes}

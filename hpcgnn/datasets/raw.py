@@ -22,6 +22,7 @@ import numpy as np
 
 from ..comm.agree import agreed
 from ..errors import InputError
+from ..io.h5 import open_h5
 
 FORMAT = "hpcgnn-raw"
 VERSION = 1
@@ -56,28 +57,7 @@ def _rank(comm) -> int:
     return 0 if comm is None else comm.Get_rank()
 
 
-def open_h5(path: str, mode: str, comm=None) -> h5py.File:
-    """Open ``path`` with parallel HDF5 (``driver="mpio"``) over ``comm``.
-
-    Collective over ``comm`` when ``comm`` is given; ``comm=None`` opens the file in
-    this process alone with the default driver.
-    """
-    if comm is None:
-        return h5py.File(path, mode)
-    if not h5py.get_config().mpi:
-        if comm.Get_size() == 1:
-            return h5py.File(path, mode)
-        raise InputError(f"{path}: h5py was built without MPI, cannot open it from "
-                         f"{comm.Get_size()} ranks (run `hpcgnn doctor`)")
-    return h5py.File(path, mode, driver="mpio", comm=comm)
-
-
 # --------------------------------------------------------------------- writing
-
-def partial_path(path: str) -> str:
-    """The temporary name a writer uses until the file is complete (pure)."""
-    return path + ".partial"
-
 
 def check_output(path: str, overwrite: bool, comm=None) -> None:
     """Collective: raise InputError on every rank if ``path`` exists and may not be
@@ -143,27 +123,6 @@ def write_rows(dset: h5py.Dataset, lo: int, rows: np.ndarray) -> None:
     """Write ``rows`` into ``dset[lo:lo + len(rows)]`` (independent I/O)."""
     if len(rows):
         dset[lo:lo + len(rows)] = rows
-
-
-def commit(tmp: str, path: str, comm=None) -> None:
-    """Collective: after every rank closed ``tmp``, rank 0 renames it to ``path``."""
-    if comm is not None:
-        comm.Barrier()
-    if _rank(comm) == 0:
-        os.replace(tmp, path)
-    if comm is not None:
-        comm.Barrier()
-
-
-def discard(tmp: str, comm=None) -> None:
-    """Collective: remove a partial output (rank 0), ignoring a missing file."""
-    if comm is not None:
-        comm.Barrier()
-    if _rank(comm) == 0:
-        try:
-            os.remove(tmp)
-        except FileNotFoundError:
-            pass
 
 
 # --------------------------------------------------------------------- reading

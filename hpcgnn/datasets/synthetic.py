@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import InputError
-from . import chunked, diskspace, raw
+from ..io import diskspace, partial
+from . import chunked, raw
 
 CHUNK_NODES = 1 << 16
 #: noise std calibrated so that a linear classifier on features alone reaches
@@ -226,7 +227,7 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
     offsets = np.concatenate([[0], np.cumsum(chunked.all_chunk_counts(comm, mine))])
     num_edges = int(offsets[-1])
 
-    tmp = raw.partial_path(path)
+    tmp = partial.partial_path(path)
     n, e = spec.num_nodes, num_edges
     row_bytes = 8 + 4 * spec.feat_dim + 8 + len(raw.MASKS)
     need = diskspace.estimate(n * row_bytes + e * (16 + (4 if spec.edge_feat else 0)), 8)
@@ -252,7 +253,7 @@ def generate_graph(path: str, comm, num_nodes: int, avg_degree: float, feat_dim:
                              lambda c: dict(zip(("src", "dst", "weight"), model.edges(c, model.degrees(c)))),
                              lambda c: (model.chunk_range(c)[0], model.node_data(c)))
     guard.close(f)
-    raw.commit(tmp, path, comm)
+    partial.commit(tmp, path, comm)
     return {"path": path, "num_nodes": spec.num_nodes, "num_edges": num_edges,
             "num_classes": spec.num_classes, "feat_dim": spec.feat_dim,
             "seconds": time.perf_counter() - t0, "ranks": size}

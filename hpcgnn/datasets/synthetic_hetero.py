@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import InputError
-from . import chunked, diskspace, raw
+from ..io import diskspace, partial
+from . import chunked, raw
 from .synthetic import CHUNK_NODES, DEGREE_SHAPE, DEST_SKEW, SyntheticSpec, pareto_scale
 
 NTYPES = ["paper", "author", "institution", "field"]
@@ -238,7 +239,7 @@ def generate_hetero_graph(path: str, comm, num_nodes: int, avg_degree: float, fe
     offsets = np.concatenate([[0], np.cumsum(per_chunk.sum(axis=1))])
     num_edges = int(offsets[-1])
 
-    tmp = raw.partial_path(path)
+    tmp = partial.partial_path(path)
     gen = {"model": "mag", **{k: v for k, v in asdict(spec).items() if k != "edge_feat"}}
     f = raw.create_raw(tmp, comm, graph_name=spec.name, num_nodes=spec.num_nodes, num_edges=num_edges,
                        num_classes=spec.num_classes,
@@ -263,7 +264,7 @@ def generate_hetero_graph(path: str, comm, num_nodes: int, avg_degree: float, fe
                              lambda c: dict(zip(("src", "dst", "etype"), model.edges(c))),
                              lambda c: (model.chunk_range(c)[0], model.node_data(c)))
     guard.close(f)
-    raw.commit(tmp, path, comm)
+    partial.commit(tmp, path, comm)
     return {"path": path, "num_nodes": spec.num_nodes, "num_edges": num_edges,
             "num_classes": spec.num_classes, "feat_dim": spec.feat_dim,
             "seconds": time.perf_counter() - t0, "ranks": size,

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-import h5py
 import numpy as np
 import torch
 
 from ..errors import InputError
+from ..io.h5 import open_h5
 from ..partition import load_partition as _load_partition
 from ..partition import partition_graph as _partition_graph
 from ..partition.config import read_config
@@ -67,7 +67,7 @@ def read_id_maps(part_config: str):
     ``return_mapping=True``."""
     conf, base = read_config(part_config)
     path = os.path.join(base, conf["h5_file"])
-    with h5py.File(path, "r") as f:
+    with open_h5(path, "r") as f:
         parts = [f[f"part{p}"] for p in range(int(conf["num_parts"]))]
         if any("orig_nid" not in p for p in parts):
             raise InputError(f"{path}: no '/part{{p}}/orig_nid' datasets; partition with return_mapping=True")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 
-import h5py
 import numpy as np
 
 from ..comm.agree import agreed
@@ -39,6 +38,7 @@ from ..partition.config import read_config, verify_enabled
 from ..partition.featdtype import LOGICAL_KEY
 from ..partition.verify import PartChecks, structure_problems
 from ..errors import InputError
+from ..io.h5 import open_h5
 from ..partition.book import RangePartitionBook
 
 
@@ -106,7 +106,7 @@ class GraphTables:
         nrow0 = erow0 = 0
         verify = verify_enabled()
         try:
-            f = h5py.File(self.h5_path, "r")
+            f = open_h5(self.h5_path, "r")
         except OSError as e:
             raise InputError(f"{self.h5_path}: cannot read the partition file ({e})") from None
         with f:

@@ -36,6 +36,7 @@ from ..comm.collectives import all_max, all_sum
 from ..comm.alltoall import alltoallv
 from ..comm.mpi import MPI
 from ..errors import InputError
+from ..io.h5 import open_h5
 from .assign import owner_of
 from .check_edges import edge_rounds, raw_fields
 from .config import read_config
@@ -85,7 +86,7 @@ def check_partition_stream(raw_path: str, config: str, comm=None, chunk_rows: in
 
 def _open(path: str, what: str) -> h5py.File:
     try:
-        return h5py.File(path, "r")
+        return open_h5(path, "r")
     except OSError as e:
         raise InputError(f"{path}: cannot open {what} ({e})") from e
 

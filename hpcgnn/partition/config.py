@@ -13,9 +13,9 @@ import hashlib
 import json
 import os
 
-import h5py
 
 from ..errors import InputError
+from ..io.h5 import open_h5
 
 FORMAT = "hpcgnn-partitioned"
 VERSION = 1
@@ -70,7 +70,7 @@ def _is_config(path: str) -> str | None:
 def _is_partition_h5(path: str) -> bool:
     """Whether ``path`` is an HDF5 file of partitions (groups ``part0``...)."""
     try:
-        with h5py.File(path, "r") as f:
+        with open_h5(path, "r") as f:
             return "part0" in f and "format" not in f.attrs
     except (OSError, ValueError):
         return False

@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-import h5py
 import numpy as np
 
 from ..errors import InputError
+from ..io.h5 import open_h5
 from .book import RangePartitionBook
 from .config import read_config, verify_enabled
 from .featdtype import LOGICAL_KEY, logical_dtype
@@ -96,7 +96,7 @@ def load_partition(config, part_id: int, *, verify: bool = True) -> Partition:
     name = config if isinstance(config, str) else "the partition configuration"
     g = f"part{part_id}"
     try:
-        f = h5py.File(path, "r")
+        f = open_h5(path, "r")
     except OSError as e:
         raise InputError(f"{path}: cannot open the partition file named by {config} ({e})") from e
     with f:

@@ -27,8 +27,10 @@ from ..comm.alltoall import allreduce_sum
 from ..comm.collectives import all_sum, allreduce
 from ..comm.mpi import MPI
 from ..comm.rss import current_rss_bytes, peak_rss_bytes, rss_summary
-from ..datasets import diskspace
 from ..errors import InputError
+from ..io import diskspace
+from ..io.checksum import CHECKSUM_ALGORITHM
+from ..io.partial import commit, remove_quietly
 from . import config as cfg
 from . import steps
 from .coarsen import COARSEN_METHODS, resolve_coarsen
@@ -39,7 +41,7 @@ from .idx_limits import check_sizes
 from .relabel import IdLayout
 from .source import RawSource, block
 from .frequency import DEFAULT_FANOUTS, REFINE_METHODS
-from .writer import CHECKSUM_ALGORITHM, PartFile, remove_quietly
+from .writer import PartFile
 
 METHODS = {"parmetis": "parmetis", "metis": "parmetis", "random": "random", "frequency": "frequency"}
 
@@ -197,7 +199,7 @@ def partition_graph(input_path: str, out_path: str, num_parts: int, *, graph_nam
             final = os.path.join(out_path, cfg.h5_name(name))
             try:
                 remove_quietly(path)            # the old JSON (overwrite) goes only now
-                os.replace(h5_tmp, final)
+                commit(h5_tmp, final)
                 cfg.write_config_atomic(path, config)
             except OSError as e:
                 for p in (h5_tmp, final):       # never an HDF5 file without its JSON

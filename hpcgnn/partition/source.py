@@ -17,6 +17,7 @@ import numpy as np
 from ..comm.agree import agreed
 from ..datasets.raw import first_outside
 from ..errors import InputError
+from ..io.h5 import open_h5
 
 FORMAT = "hpcgnn-raw"
 VERSION = 1
@@ -42,8 +43,8 @@ def _open(path: str, comm):
     if comm.Get_size() > 1 or h5py.get_config().mpi:
         if not h5py.get_config().mpi:
             raise InputError("h5py was built without MPI: parallel reading needs h5py with driver='mpio'")
-        return h5py.File(path, "r", driver="mpio", comm=comm)
-    return h5py.File(path, "r")
+        return open_h5(path, "r", comm)
+    return open_h5(path, "r")
 
 
 class RawSource:

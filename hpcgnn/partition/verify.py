@@ -4,7 +4,7 @@ every dataset's checksum (``checksums`` -> ``datasets``, see docs/format.md).
 Used where partitions are read anyway — the servers filling their tables
 (:class:`hpcgnn.graph.tables.GraphTables`), :func:`hpcgnn.partition.load_partition` —
 on the arrays as they are read, and by ``hpcgnn verify``, which reads every
-dataset.  The checksum is the writer's (:func:`hpcgnn.partition.writer.fletcher_partial`),
+dataset.  The checksum is the writer's (:func:`hpcgnn.io.checksum.fletcher_partial`),
 computed here by blocks of bytes with float32 row and column sums (exact: every
 partial sum stays below 2**24), about 5x faster than the writer's loop (2-2.8 GB/s
 on one core).
@@ -15,9 +15,9 @@ import h5py
 import numpy as np
 
 from ..errors import InputError
+from ..io.checksum import CHECKSUM_ALGORITHM, checksum_hex
 from .config import VERIFY_ENV
 from .featdtype import LOGICAL_KEY
-from .writer import CHECKSUM_ALGORITHM, checksum_hex
 
 _MOD = 1 << 64
 _L = 2048                  # bytes per row of the matrix a block is viewed as
@@ -28,7 +28,7 @@ _READ_BYTES = 64 << 20     # rows read at a time by dataset_checksum
 
 
 def fletcher(arr: np.ndarray, byte_offset: int = 0) -> tuple[int, int]:
-    """Independent: the same ``(s1, s2)`` as :func:`~hpcgnn.partition.writer.fletcher_partial`.
+    """Independent: the same ``(s1, s2)`` as :func:`~hpcgnn.io.checksum.fletcher_partial`.
 
     A block of bytes ``b_j`` viewed as rows of ``_L`` bytes has ``sum(j * b_j) =
     L * sum(r * rowsum_r) + sum(c * colsum_c)``: two float32 sums per block (exact,

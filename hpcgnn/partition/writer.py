@@ -5,54 +5,19 @@ Datasets are created collectively (every rank, same shapes); rows are written wi
 independent I/O, each rank its own slices, so a rank with nothing to write for a
 dataset never blocks the others.  The file's disk space is reserved before anything
 is flushed; errors during the writes are caught per rank and agreed afterwards, and
-any failure after the create ends the job (:class:`..datasets.diskspace.WriteGuard`:
-a parallel HDF5 file that met an error cannot be closed).
+any failure after the create ends the job (:class:`hpcgnn.io.diskspace.WriteGuard`:
+a parallel HDF5 file that met an error cannot be closed).  The checksums are
+:mod:`hpcgnn.io.checksum`'s.
 """
 from __future__ import annotations
 
-import os
-
-import h5py
 import numpy as np
 
 from ..comm.collectives import all_sum, allreduce
-from ..datasets.diskspace import WriteGuard, disk_full
 from ..errors import HpcgnnError
-
-CHECKSUM_ALGORITHM = "fletcher64-bytes"
-_CHUNK = 1 << 22
-_W = None
-
-
-def fletcher_partial(arr: np.ndarray, byte_offset: int) -> tuple[int, int]:
-    """Independent: this slice's share of the checksum of a dataset.
-
-    Over the dataset's bytes ``b_j`` (C order, little-endian values), the checksum is
-    ``s1 = sum(b_j)`` and ``s2 = sum((j + 1) * b_j)``, both mod 2**64; a slice whose
-    first byte is byte ``byte_offset`` of the dataset contributes the terms of its
-    bytes, so partial sums from any slicing add up to the same result.
-    """
-    global _W
-    if _W is None:
-        _W = np.arange(_CHUNK, dtype=np.uint64)
-    a = np.ascontiguousarray(arr)
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    b = a.reshape(-1).view(np.uint8)
-    s1 = sk = 0
-    for c in range(0, len(b), _CHUNK):
-        x = b[c:c + _CHUNK].astype(np.uint64)
-        cs = int(x.sum())
-        s1 += cs
-        sk += c * cs + int(np.dot(x, _W[:len(x)]))
-    mod = 1 << 64
-    return s1 % mod, ((byte_offset + 1) * s1 + sk) % mod
-
-
-def checksum_hex(s1: int, s2: int) -> str:
-    """The checksum as stored in the JSON: 32 hex digits, ``s1`` then ``s2``."""
-    return f"{s1:016x}{s2:016x}"
-
+from ..io.checksum import checksum_hex, fletcher_partial
+from ..io.diskspace import WriteGuard, disk_full
+from ..io.h5 import open_h5
 
 class PartFile:
     """Collective: the output HDF5 file being written (opened with ``driver='mpio'``).
@@ -67,10 +32,7 @@ class PartFile:
         """``path``: the file written; ``name``: what it becomes (named in errors)."""
         self.comm, self.path, self.rank = comm, path, comm.Get_rank()
         self.guard = WriteGuard(comm, path, name or path)
-        if comm.Get_size() > 1 or h5py.get_config().mpi:
-            self.f = h5py.File(path, "w", driver="mpio", comm=comm)
-        else:
-            self.f = h5py.File(path, "w")
+        self.f = open_h5(path, "w", comm)
         self.shapes: dict[str, tuple] = {}
         self.row_bytes: dict[str, int] = {}
         self.partial: dict[str, list[int]] = {}
@@ -143,11 +105,3 @@ def _io_error(file: str, dataset: str, rank: int, e: BaseException) -> HpcgnnErr
     hint = "; the disk (or quota) may be full" if full else ""
     return HpcgnnError(f"{file}: writing dataset '{dataset}' failed on rank {rank}: "
                        f"{type(e).__name__}: {text}{hint}")
-
-
-def remove_quietly(path: str) -> None:
-    """Independent: remove a file if it exists."""
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass

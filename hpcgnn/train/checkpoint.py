@@ -20,8 +20,8 @@ every trainer.
 A save goes to ``step-<N>.h5.tmp`` and is renamed once every trainer has closed
 it, so a crash mid-write leaves the previous checkpoint as the newest complete one
 (files ending in ``.tmp`` are never read).  Saving and loading are collective over
-the trainers and hold :data:`hpcgnn.comm.mpi.LOCK` (a prefetch thread may be
-reading windows meanwhile).
+the trainers and run inside :func:`hpcgnn.comm.collectives.exclusive` (a prefetch
+thread may be reading windows meanwhile).
 """
 from __future__ import annotations
 
@@ -35,12 +35,11 @@ import numpy as np
 import torch
 
 from ..comm.agree import agreed
-from ..comm.collectives import allreduce
-from ..comm.mpi import LOCK
-from ..datasets import diskspace
-from ..datasets.raw import open_h5
+from ..comm.collectives import allreduce, exclusive
 from ..errors import HpcgnnError, InputError
-from ..partition.writer import checksum_hex, fletcher_partial
+from ..io import diskspace
+from ..io.checksum import checksum_hex, fletcher_partial
+from ..io.h5 import open_h5
 
 FORMAT, VERSION = "hpcgnn-checkpoint", 1
 _NAME = re.compile(r"step-(\d+)\.h5$")
@@ -80,7 +79,7 @@ def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: d
     folder = os.path.join(run_dir, "checkpoints")
     final = os.path.join(folder, f"step-{step}.h5")
     tmp = final + ".tmp"
-    with LOCK:
+    with exclusive():
         with agreed(tcomm):
             if rank == 0:
                 os.makedirs(folder, exist_ok=True)
@@ -148,7 +147,7 @@ def _write(tcomm, f, guard, step, meta, blobs, tensors, sums, need) -> None:
     """Collective: reserve the file's disk blocks, create every dataset, reserve
     again (their real extent), write, close.  Any failure ends the job on every
     trainer with one line naming the file, the trainer and the cause, and that the
-    previous checkpoint is intact (:class:`..datasets.diskspace.WriteGuard`: a
+    previous checkpoint is intact (:class:`hpcgnn.io.diskspace.WriteGuard`: a
     parallel HDF5 file that met an error cannot be closed)."""
     rank, size = tcomm.Get_rank(), tcomm.Get_size()
     rep, mine, rep_len, own_lens = blobs
@@ -257,7 +256,7 @@ def load(tcomm, path: str, meta: dict, tensors: dict | None = None):
     tensors = tensors or {}
     rank, size = tcomm.Get_rank(), tcomm.Get_size()
     parts = {}
-    with LOCK:
+    with exclusive():
         with agreed(tcomm):
             try:
                 f = open_h5(path, "r", None)

@@ -11,8 +11,8 @@ import json
 import os
 import time
 
-from ..datasets.diskspace import disk_full
 from ..errors import InputError
+from ..io.diskspace import disk_full
 
 
 class RunLog:

@@ -14,7 +14,7 @@ closed (the close flushes collectively: it hangs, or crashes), nor left to the
 interpreter's exit, which closes it the same way.  :class:`WriteGuard` therefore
 agrees every failure after the create and ends the job: each rank prints one line
 naming the file, the rank that failed and the cause, the partial file is removed,
-and the job is aborted.  Collective steps run inside :func:`.watchdog.waiting`, so
+and the job is aborted.  Collective steps run inside :func:`hpcgnn.comm.watchdog.waiting`, so
 ranks left in mismatched collectives end within ``HPCGNN_TIMEOUT``."""
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import h5py
 from ..comm import watchdog
 from ..comm.agree import abort_if_any, agreed
 from ..errors import HpcgnnError, InputError
+from .partial import remove_quietly
 
 #: room reserved above the datasets' bytes for HDF5's metadata (headers, attributes)
 META_BYTES = 1 << 20
@@ -164,10 +165,7 @@ class WriteGuard:
 
     def discard(self) -> None:
         if self.rank == 0:
-            try:
-                os.remove(self.tmp)
-            except FileNotFoundError:
-                pass
+            remove_quietly(self.tmp)
 
     def reserve(self, f: h5py.File, need: int = 0) -> None:
         """Rank 0 reserves the larger of ``need`` and the datasets' extent plus
