@@ -20,7 +20,7 @@ TORCH_VERSION=${HPCGNN_TORCH_VERSION:-2.13.0}
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
 
-# slurm-wlm + munge: a real single-node SLURM for tests/test_slurm.py (its daemons are
+# slurm-wlm + munge: a real single-node SLURM for tests/e2e/test_slurm.py (its daemons are
 # started by the test itself, in a temporary directory; nothing is enabled system-wide)
 apt_pkgs="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libparmetis-dev libmetis-dev pkg-config slurm-wlm munge iproute2"
 

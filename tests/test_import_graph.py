@@ -97,7 +97,7 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def test_no_test_module_imports_another():
-    """Tests share builders through tests/harness.py (and fixtures through conftest),
+    """Tests share builders through tests/harness/ (and fixtures through conftest),
     never by importing another test module (issue 41)."""
     tests = os.path.dirname(os.path.abspath(__file__))
     found = []
@@ -112,6 +112,22 @@ def test_no_test_module_imports_another():
                 found += [f"{os.path.relpath(path, tests)} imports {n}" for n in names
                           if n.split(".")[0].startswith("test_")]
     assert found == [], found
+
+
+def test_tests_mirror_the_package():
+    """A test lives in tests/<package>/ for hpcgnn/<package>/, in tests/ for a module of
+    hpcgnn/ itself, or in tests/e2e/ when it launches whole jobs."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    packages = {d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "__init__.py"))}
+    misplaced = []
+    for dirpath, _, files in os.walk(tests):
+        rel = os.path.relpath(dirpath, tests)
+        if any(f.startswith("test_") and f.endswith(".py") for f in files) and rel != "." \
+                and rel not in packages | {"e2e"}:
+            misplaced.append(rel)
+    assert misplaced == [], f"test directories with no package of that name in hpcgnn/: {misplaced}"
+    assert not [f for f in os.listdir(tests) if f.startswith("test_") and f.endswith("_mpi.py")
+                and os.path.isdir(os.path.join(ROOT, f[5:-7]))], "a package's tests belong in its folder"
 
 
 #: functions over the limit, each with its reason (the list only shrinks)

@@ -1,4 +1,4 @@
-"""Users' own models for ``hpcgnn train --model user_models:ClassName`` (tests/test_zoo.py
+"""Users' own models for ``hpcgnn train --model user_models:ClassName`` (tests/train/test_zoo_mpi.py
 puts tests/ on the child mpirun's PYTHONPATH).  Built with PyG's BasicGNN keywords."""
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,4 @@
-"""Reference outputs of DGL's layers for tests/test_nn_dgl.py: run in the DGL peer
+"""Reference outputs of DGL's layers for tests/nn/test_nn_dgl.py: run in the DGL peer
 environment (bench/dgl_peer/setup.sh), it builds DGL layers on small random blocks,
 runs them and saves each case's block, inputs, state_dict and outputs.
 

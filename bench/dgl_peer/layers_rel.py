@@ -1,4 +1,4 @@
-"""Reference outputs of DGL's relational layers for tests/test_nn_rel.py: run in the
+"""Reference outputs of DGL's relational layers for tests/nn/test_nn_rel.py: run in the
 DGL peer environment (bench/dgl_peer/setup.sh), it builds RelGraphConv,
 TypedLinear, WeightBasis and HeteroGraphConv on small random blocks, runs them and
 saves each case's structure, inputs, constructor arguments, state_dict and output.

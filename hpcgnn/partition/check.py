@@ -1,7 +1,7 @@
 """The streaming check of a partitioned graph against its raw input (``hpcgnn verify
 --raw``): collective, at any number of ranks, reading both files in bounded chunks.
 
-It checks what the partitioning tests check in memory (tests/test_partition_util.py),
+It checks what the partitioning tests check in memory (tests/harness/),
 without any rank holding the graph:
 
 * **one owner per node**: the original ids (``/part<p>/orig_nid``) of all partitions

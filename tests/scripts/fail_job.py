@@ -59,30 +59,6 @@ if rank == bad:
         t.start()
         t.join()
         time.sleep(60)
-    if mode == "agreed":
-        from hpcgnn.comm.agree import agreed
-        with agreed(world):
-            raise FileNotFoundError("graph.h5: no such file")
-    if mode == "agreed-custom":
-        from hpcgnn.comm.agree import agreed
-
-        class BadSlice(Exception):       # cannot be rebuilt from its pickle
-            def __init__(self, path, row):
-                super().__init__(f"{path}: bad row {row}")
-        with agreed(world):
-            raise BadSlice("slice2.h5", 17)
-    if mode == "agreed-badstr":
-        from hpcgnn.comm.agree import agreed
-
-        class Unprintable(Exception):
-            def __str__(self):
-                raise RuntimeError("no text")
-        with agreed(world):
-            raise Unprintable()
-if mode in ("agreed", "agreed-custom", "agreed-badstr"):
-    from hpcgnn.comm.agree import agreed
-    with agreed(world):
-        pass
 world.Barrier()  # the others wait here forever unless the job is aborted
 ctx.finalize()
 print(f"rank {rank} finished", flush=True)

@@ -1,5 +1,5 @@
 """A served launch over two graphs, the same partitions with float32 and with
-half-precision features (used by tests/test_half_features.py).  argv: float32
+half-precision features (used by tests/partition/test_half_features.py).  argv: float32
 part_config, layout, ranks_per_node, then one or more half part_configs.
 
 On every trainer: gathers of the half graph's ``feat`` equal the float32 rows

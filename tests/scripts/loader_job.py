@@ -1,5 +1,5 @@
 """A served launch with sampler ranks feeding DistNodeDataLoader (used by
-tests/test_loader.py).  argv: part_config layout ranks_per_node mode
+tests/sampling/test_loader.py).  argv: part_config layout ranks_per_node mode
 (mode "ok": two epochs, print one line per trainer; "die": the sampler's
 NeighborSampler raises on sampler ranks, so the job must end, not hang;
 "unfinished": take two batches and end the script with the epoch neither exhausted

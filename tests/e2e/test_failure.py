@@ -1,0 +1,118 @@
+"""Any failure on any rank ends the whole job quickly and says where it happened; and
+how trainer scripts start and end (MPI.Finalize, torch.distributed); a second
+initialize and DGL's ip_config: tests/comm/test_context_mpi.py, and one rank's error
+raised on every rank (agreed errors): tests/comm/test_agree_mpi.py, in process.
+
+Each test launches a fresh 4-rank job (two virtual nodes of server + trainer) in
+which one rank fails while the others wait in a barrier.
+"""
+import os
+import time
+
+import pytest
+
+#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.slow
+
+SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "fail_job.py")
+
+
+def _run(mpirun, *args):
+    import sys
+
+    t0 = time.monotonic()
+    res = mpirun(4, [sys.executable, SCRIPT, *args], timeout=90)
+    return res, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("bad", [1, 2])
+def test_exception_on_one_rank_aborts_everyone(mpirun, bad):
+    res, _ = _run(mpirun, "raise", str(bad))
+    assert res.returncode != 0
+    role = "trainer" if bad % 2 else "server"
+    node = bad // 2
+    line = f"hpcgnn: rank {bad}/4 ({role}, node {node}, host "
+    assert line in res.stderr, res.stderr[-2000:]
+    assert "ValueError: trainer exploded" in res.stderr
+    assert "finished" not in res.stdout
+
+
+def test_exception_before_initialize_aborts(mpirun):
+    res, _ = _run(mpirun, "raise-before-init", "3")
+    assert res.returncode != 0
+    assert "hpcgnn: rank 3/4 (no role, node ?, host" in res.stderr
+    assert "RuntimeError: broken before initialize" in res.stderr
+
+
+def test_exception_in_a_thread_aborts(mpirun):
+    res, _ = _run(mpirun, "thread", "1")
+    assert res.returncode != 0
+    assert "ZeroDivisionError" in res.stderr and "rank 1/4 (trainer, node 0" in res.stderr
+
+
+def test_sigkill_of_one_rank_ends_the_job(mpirun):
+    res, elapsed = _run(mpirun, "kill", "3")
+    assert res.returncode != 0
+    assert "finished" not in res.stdout
+    assert "signal 9" in (res.stderr + res.stdout) or "Killed" in (res.stderr + res.stdout)
+
+
+def test_a_trainer_that_ends_early_ends_the_job_after_the_finish_timeout(mpirun):
+    import sys
+
+    res = mpirun(4, [sys.executable, SCRIPT, "exit-early", "3"], timeout=90, env={"HPCGNN_FINISH_TIMEOUT": "4"})
+    assert res.returncode != 0
+    assert "hpcgnn: rank 3/4 (trainer, node 1, host " in res.stderr and "FinishTimeout" in res.stderr
+    assert "finished" not in res.stdout
+
+
+def test_a_bad_finish_timeout_fails_at_initialize(mpirun):
+    """The job's path (every rank ends at initialize, naming the variable); the
+    parsing of each bad value is the unit test below (one launch, not three)."""
+    import sys
+
+    res = mpirun(4, [sys.executable, SCRIPT, "served"], timeout=90, env={"HPCGNN_FINISH_TIMEOUT": "abc"})
+    assert res.returncode != 0
+    assert "HPCGNN_FINISH_TIMEOUT='abc': expected a positive number of seconds" in res.stderr
+    assert "finished" not in res.stdout
+
+
+def test_trainers_ending_with_mpi_finalize_release_the_servers(mpirun):
+    res, _ = _run(mpirun, "mpi-finalize", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("finished") == 2
+
+
+def test_a_bad_thread_level_is_named(mpirun):
+    import sys
+
+    res = mpirun(2, [sys.executable, "-c", "import hpcgnn"], timeout=60, env={"HPCGNN_THREAD_LEVEL": "bogus"})
+    assert res.returncode != 0
+    assert "HPCGNN_THREAD_LEVEL='bogus': choose single, funneled, serialized or multiple" in res.stderr
+
+
+@pytest.mark.parametrize("inherited", [None, {"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "1"}])
+def test_plain_torch_distributed_init_joins_the_trainers(mpirun, inherited):
+    import sys
+
+    # inherited: a job started from a rank of another job (its values are replaced)
+    res = mpirun(4, [sys.executable, SCRIPT, "plain-torch", "0"], timeout=90, env=inherited)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("allreduce 3 of 2") == 2 and res.stdout.count("finished") == 2
+
+
+def test_an_agreed_error_says_over_which_ranks_and_still_pickles():
+    """run_or_exit ends a job cleanly only for errors every rank raised; the mark is
+    world ranks, so the error still pickles (a communicator would not)."""
+    import pickle
+
+    from hpcgnn.comm.agree import agreed_over, raise_if_any
+    from hpcgnn.comm.mpi import MPI
+    from hpcgnn.errors import InputError
+
+    assert not agreed_over(InputError("not agreed"), MPI.COMM_WORLD)
+    with pytest.raises(InputError) as info:
+        raise_if_any(MPI.COMM_SELF, InputError("bad setting"))
+    assert agreed_over(info.value, MPI.COMM_SELF)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is InputError and agreed_over(again, MPI.COMM_SELF)
