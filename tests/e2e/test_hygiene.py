@@ -186,7 +186,7 @@ def test_no_rank_listens_beyond_loopback_with_the_documented_mca(mpirun):
     """With Open MPI's TCP BTL off (one host: docs/install.md), every listening socket of
     every rank is on loopback, before and after the process groups are up."""
     res = mpirun(2, [sys.executable, "-m", "pytest", "--with-mpi", "-q", "--color=no", "-p", "no:cacheprovider",
-                     os.path.join(ROOT, "tests", "test_hygiene_mpi.py")],
+                     os.path.join(ROOT, "tests", "e2e", "test_hygiene_mpi.py")],
                  timeout=120, env={"HPCGNN_TEST_STRICT_LISTEN": "1"}, mca=[("btl", "self,vader")])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     # one summary per rank; the two ranks' lines may interleave on one line, so count matches
