@@ -88,7 +88,8 @@ def clean_mpi_env(extra=None, gpus=False):
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    # the repository, and tests/ for a test file run as a script (its harness, user_models)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests"), env.get("PYTHONPATH", "")])
     if extra:
         env.update(extra)
     return env
