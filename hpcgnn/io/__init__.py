@@ -5,7 +5,7 @@ partitions, checkpoints, the doctor's probe).
   here, by this process alone or with parallel HDF5 (``driver="mpio"``) over a
   communicator.
 * :mod:`.partial` — a file is written under its partial name, then committed
-  (renamed) or discarded (removed).
+  (renamed) or removed.
 * :mod:`.diskspace` — free space agreed before the collective create, disk blocks
   reserved before anything is flushed, :class:`~.diskspace.WriteGuard` for failures.
 * :mod:`.checksum` — the per-dataset checksum (``fletcher64-bytes``), computed by

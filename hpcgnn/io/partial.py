@@ -1,9 +1,11 @@
 """A file is written under its partial name, then committed (renamed to its real
-name once complete) or discarded (removed), so that a crash never leaves a file
+name once complete) or removed, so that a crash never leaves a file
 that looks complete."""
 from __future__ import annotations
 
 import os
+
+from ..comm.collectives import barrier
 
 
 def partial_path(path: str) -> str:
@@ -18,19 +20,11 @@ def _rank(comm) -> int:
 def commit(tmp: str, path: str, comm=None) -> None:
     """Collective: after every rank closed ``tmp``, rank 0 renames it to ``path``."""
     if comm is not None:
-        comm.Barrier()
+        barrier(comm)
     if _rank(comm) == 0:
         os.replace(tmp, path)
     if comm is not None:
-        comm.Barrier()
-
-
-def discard(tmp: str, comm=None) -> None:
-    """Collective: remove a partial output (rank 0), ignoring a missing file."""
-    if comm is not None:
-        comm.Barrier()
-    if _rank(comm) == 0:
-        remove_quietly(tmp)
+        barrier(comm)
 
 
 def remove_quietly(path: str) -> None:

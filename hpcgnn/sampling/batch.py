@@ -346,7 +346,3 @@ class MiniBatch:
         if self.e_type is not None:
             self.e_type = self.e_type[k]
         return self
-
-
-def _as_tensor(a):
-    return a if isinstance(a, torch.Tensor) else torch.as_tensor(a)
