@@ -104,6 +104,12 @@ have 'import Cython, pkgconfig, wheel, numpy, mpi4py, setuptools, sys; sys.exit(
 # background while torch and the rest install and ext/ compiles (h5py: --no-deps,
 # and hpcgnn below: --no-deps, so neither pip touches the other's packages).
 h5py_log="$VENV/.h5py-build.log"
+# compile the extensions of h5py and ext/ with every core (setuptools' build_ext -j,
+# read from this extra config file): the h5py build is most of a fresh set-up
+jobs=$(nproc 2>/dev/null || echo 2)
+build_cfg="$VENV/.build-parallel.cfg"
+printf '[build_ext]\nparallel = %s\n' "$jobs" >"$build_cfg"
+export DIST_EXTRA_CONFIG="$build_cfg"
 h5py_pid=""
 if ! have 'import h5py, sys; sys.exit(0 if h5py.get_config().mpi else 1)'; then
   say "building h5py against parallel HDF5 in $HDF5_DIR (a few minutes, in the background)"

@@ -2,19 +2,17 @@
 import json
 import logging
 import os
-import subprocess
-import sys
 
 import pytest
 
 from hpcgnn import logs
 from hpcgnn.comm import failure
 from hpcgnn.comm.mpi import MPI
-from hpcgnn.cli.main import take_log_options
+from hpcgnn.cli.main import main, take_log_options
 from hpcgnn.errors import InputError
-from conftest import ROOT
 from hpcgnn.datasets import generate_graph
 from hpcgnn.partition import partition_graph
+from hpcgnn.testing import on_rank0, run_job, shared_tmpdir
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -61,23 +59,23 @@ def test_levels_from_the_command_line(capsys, level):
     assert "hidden" not in out and err == "shown\n"
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    d = tmp_path_factory.mktemp("logs")
-    generate_graph(str(d / "g.h5"), None, 3000, 8, 8, 4, 5, name="g")
-    return str(d / "g.h5"), partition_graph(str(d / "g.h5"), str(d / "parts"), 2)
+def _parts(d):
+    generate_graph(os.path.join(d, "g.h5"), None, 3000, 8, 8, 4, 5, name="g")
+    return partition_graph(os.path.join(d, "g.h5"), os.path.join(d, "parts"), 2, comm=MPI.COMM_SELF)
 
 
+@pytest.mark.mpi(min_size=4)
 @pytest.mark.slow
-def test_quiet_training_prints_its_results_only(small, tmp_path):
-    from conftest import clean_mpi_env
-
-    cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, "-m", "hpcgnn", "--quiet", "train",
-           "--part-config", small[1], "--layout", "servers=1,samplers=0,trainers=1", "--ranks-per-node", "2",
-           "--epochs", "1", "--progress", "off", "--run-dir", str(tmp_path / "run")]
-    res = subprocess.run(cmd, env=clean_mpi_env(), cwd=ROOT, capture_output=True, text=True, timeout=280)
-    assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
-    assert not any(ln.startswith("hpcgnn train:") for ln in lines), res.stdout      # the start line is a message
-    assert json.loads(next(ln for ln in lines if ln.startswith('{"kind": "final"')))["test_acc"] >= 0
-    assert any(ln.startswith("test accuracy:") for ln in lines) and os.path.isdir(tmp_path / "run")
+def test_quiet_training_prints_its_results_only(level):
+    """``hpcgnn --quiet train`` on 2 virtual hosts of [server, trainer] (the 4-rank run,
+    in this process)."""
+    with shared_tmpdir() as d:
+        cfg = on_rank0(_parts, d)
+        res = run_job(main, ["--quiet", "train", "--part-config", cfg, "--layout", "servers=1,samplers=0,trainers=1",
+                             "--ranks-per-node", "2", "--epochs", "1", "--progress", "off", "--run-dir",
+                             os.path.join(d, "run")])
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert not any(ln.startswith("hpcgnn train:") for ln in lines), res.stdout      # the start line is a message
+        assert json.loads(next(ln for ln in lines if ln.startswith('{"kind": "final"')))["test_acc"] >= 0
+        assert any(ln.startswith("test accuracy:") for ln in lines) and os.path.isdir(os.path.join(d, "run"))

@@ -1,14 +1,18 @@
-"""`hpcgnn doctor` under a real 2-rank launch."""
-import sys
-
+"""`hpcgnn doctor` on both ranks of the 2-rank run (in this process: doctor starts no
+roles, so its probes run as under a launch of its own; once, its probes take seconds)."""
 import pytest
 
-#: every test here starts a job of its own (scripts/test.sh --quick leaves them out)
-pytestmark = pytest.mark.slow
+from hpcgnn.cli.main import main
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.testing import run_job
+
+pytestmark = pytest.mark.skipif(MPI.COMM_WORLD.Get_size() not in (1, 2), reason="the 2-rank run's")
 
 
-def test_doctor_all_green_on_two_ranks(mpirun):
-    res = mpirun(2, [sys.executable, "-m", "hpcgnn", "doctor", "--layout", "servers=1,trainers=rest"], timeout=120)
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.timeout(120)
+def test_doctor_all_green():
+    res = run_job(main, ["doctor", "--layout", "servers=1,trainers=rest"])
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
     for needle in ("[ok ] MPI: Open MPI", "[ok ] RMA windows", "[ok ] shared-memory windows",
@@ -19,8 +23,9 @@ def test_doctor_all_green_on_two_ranks(mpirun):
     assert "] huge pages for window memory: transparent_hugepage enabled=" in out, out
 
 
-def test_doctor_reports_a_layout_that_does_not_fit(mpirun):
-    res = mpirun(2, [sys.executable, "-m", "hpcgnn", "doctor", "--layout", "servers=1,samplers=1,trainers=1"],
-                 timeout=120)
-    assert res.returncode == 1
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.timeout(120)
+def test_doctor_reports_a_layout_that_does_not_fit():
+    res = run_job(main, ["doctor", "--layout", "servers=5,samplers=1,trainers=1"])
+    assert res.returncode == 1 and res.rank_returncode == 1
     assert "does not fit" in res.stdout and "something required is missing" in res.stdout

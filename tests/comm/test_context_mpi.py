@@ -144,11 +144,24 @@ def test_host_index_spans_virtual_nodes_and_pick_device():
 @pytest.mark.mpi(min_size=2)
 def test_dgl_ip_config_as_layout_is_explained():
     """DGL's first line, renamed only: ``initialize('ip_config.txt')`` (the launch's
-    path for an error raised alike on every rank: tests/e2e/test_failure.py)."""
+    path for an error raised alike on every rank: tests/comm/test_agree_mpi.py)."""
     from hpcgnn.errors import InputError
 
     with pytest.raises(InputError, match="'ip_config.txt' looks like DGL's ip_config file"):
         hpcgnn.initialize("ip_config.txt")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("value", ["abc", "-5"])
+def test_a_bad_finish_timeout_fails_at_initialize_on_every_rank(monkeypatch, value):
+    """Found when the job starts, not at its end (each bad value's wording:
+    tests/e2e/test_watchdog.py); no rank goes on to split the world."""
+    from hpcgnn.errors import InputError
+
+    monkeypatch.setenv("HPCGNN_FINISH_TIMEOUT", value)
+    with pytest.raises(InputError, match=f"HPCGNN_FINISH_TIMEOUT='{value}': expected a positive number of seconds"):
+        hpcgnn.initialize(layout="servers=1,samplers=0,trainers=rest")
+    assert MPI.COMM_WORLD.allreduce(1) == MPI.COMM_WORLD.Get_size()     # every rank came back
 
 
 @pytest.mark.mpi(min_size=2)

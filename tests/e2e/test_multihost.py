@@ -72,9 +72,12 @@ def graph(bed):
     """A 3000-node graph generated and partitioned (2 parts, ParMETIS) by a job of one
     rank on each of two hosts, into the shared directory: parallel HDF5 from two hosts."""
     d = bed.shared
-    _ok(bed.mpirun([PY, "-m", "hpcgnn", "generate", f"{d}/g.h5", "--num-nodes", "3000", "--avg-degree", "8",
-                    "--feat-dim", "8", "--num-classes", "4", "--seed", "5", "--name", "g"], hosts=[0, 1]))
-    res = _ok(bed.mpirun([PY, "-m", "hpcgnn", "partition", f"{d}/g.h5", "-o", f"{d}/parts", "-k", "2"], hosts=[0, 1]))
+    generate = ["generate", f"{d}/g.h5", "--num-nodes", "3000", "--avg-degree", "8", "--feat-dim", "8",
+                "--num-classes", "4", "--seed", "5", "--name", "g"]
+    partition = ["partition", f"{d}/g.h5", "-o", f"{d}/parts", "-k", "2"]
+    # both commands in one job (hpcgnn's CLI as a library: one launch instead of two)
+    both = f"import sys; from hpcgnn.cli.main import main; sys.exit(main({generate!r}) or main({partition!r}))"
+    res = _ok(bed.mpirun([PY, "-c", both], hosts=[0, 1]))
     return f"{d}/parts/g.json", res.stdout
 
 
@@ -98,9 +101,16 @@ def resumed(bed, graph):
 
 # --------------------------------------------------------------------------- the bed itself
 
-SMOKE = r"""
-import json, os, socket, sys
-from mpi4py import MPI
+#: one job of two ranks on each of the 3 hosts: first what MPI sees (mpi4py alone), then
+#: hpcgnn's roles by host name and a table read and written across hosts
+BED_JOB = r"""
+import json, os, socket
+import numpy as np
+import hpcgnn.comm                  # first: it sets MPI's thread level
+from hpcgnn.comm.mpi import MPI
+from hpcgnn.comm.progress import serve_until
+from hpcgnn.comm.rma.rowstore import RowStore
+
 c = MPI.COMM_WORLD
 probe = "/dev/shm/hpcgnn-multihost-probe"
 if c.Get_rank() == 0:
@@ -113,38 +123,11 @@ rep = dict(rank=c.Get_rank(), host=socket.gethostname(), processor=MPI.Get_proce
 c.Barrier()
 if c.Get_rank() == 0:
     os.unlink(probe)
-print("report " + json.dumps(rep), flush=True)
-"""
-
-
-@pytest.mark.timeout(300, method="signal")
-def test_hosts_have_their_own_name_address_shm_and_tmp(bed):
-    """One rank on each of 3 hosts: 3 host names, MPI sees 3 nodes, a file in host 0's
-    /dev/shm is not in the others' (nor in the machine's), each /tmp holds only its own
-    Open MPI session directory."""
-    res = _ok(bed.mpirun([PY, "-c", SMOKE], per_host=1, timeout=60))
-    reps = sorted(_reports(res.stdout), key=lambda r: r["rank"])
-    assert [r["host"] for r in reps] == [h.name for h in bed.hosts], res.stdout
-    assert [r["processor"] for r in reps] == [h.name for h in bed.hosts]
-    assert [r["addr"] for r in reps] == [h.data_addr for h in bed.hosts]  # the private /etc/hosts
-    assert [r["sees_probe"] for r in reps] == [True, False, False]      # /dev/shm is per host
-    assert all(r["node_size"] == 1 for r in reps)                       # MPI sees one rank per node
-    assert all(r["sum"] == 3 for r in reps)
-    for r in reps:      # Open MPI's session directory is in the host's own /tmp, and only its own
-        assert [t for t in r["tmp"] if t.startswith("ompi.")] == [f"ompi.{r['host']}.0"], r
-    assert not os.path.exists("/dev/shm/hpcgnn-multihost-probe")        # nor in the machine's
-
-
-ROLES_JOB = r"""
-import json, os, socket
-import numpy as np
-import hpcgnn.comm
-from hpcgnn.comm.progress import serve_until
-from hpcgnn.comm.rma.rowstore import RowStore
+print("smoke " + json.dumps(rep), flush=True)
 
 ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1")     # nodes: real hosts
 N, D = 4000, 8
-st = RowStore.create(ctx, "feat", [0, 1500, N], (D,), np.float32)           # owners: the servers
+st = RowStore.create(ctx, "feat", [0, 1500, 3000, N], (D,), np.float32)   # owners: the servers
 full = np.arange(N * D, dtype=np.float32).reshape(N, D)
 lo, hi = st.local_range
 st.local_rows[:] = full[lo:hi]
@@ -173,22 +156,45 @@ ctx.finalize()
 """
 
 
+@pytest.fixture(scope="module")
+def bed_job(bed):
+    return _ok(bed.mpirun([PY, "-c", BED_JOB], per_host=2, timeout=120))
+
+
 @pytest.mark.timeout(300, method="signal")
-def test_roles_by_hostname_and_one_sided_reads_across_hosts(bed):
+def test_hosts_have_their_own_name_address_shm_and_tmp(bed, bed_job):
+    """Two ranks on each of 3 hosts: 3 host names, MPI sees 3 nodes, a file in host
+    0's /dev/shm is not in the others' (nor in the machine's), each /tmp holds only
+    its own Open MPI session directory."""
+    reps = sorted(_reports(bed_job.stdout, "smoke "), key=lambda r: r["rank"])
+    hosts = [h.name for h in bed.hosts for _ in range(2)]
+    assert [r["host"] for r in reps] == hosts, bed_job.stdout
+    assert [r["processor"] for r in reps] == hosts
+    assert [r["addr"] for r in reps] == [h.data_addr for h in bed.hosts for _ in range(2)]  # private /etc/hosts
+    assert [r["sees_probe"] for r in reps] == [True, True, False, False, False, False]  # /dev/shm is per host
+    assert all(r["node_size"] == 2 for r in reps)                       # MPI's nodes are the hosts
+    assert all(r["sum"] == 15 for r in reps)
+    for r in reps:      # Open MPI's session directory is in the host's own /tmp, and only its own
+        assert [t for t in r["tmp"] if t.startswith("ompi.")] == [f"ompi.{r['host']}.0"], r
+    assert not os.path.exists("/dev/shm/hpcgnn-multihost-probe")        # nor in the machine's
+
+
+@pytest.mark.timeout(300, method="signal")
+def test_roles_by_hostname_and_one_sided_reads_across_hosts(bed_job):
     """Nodes are the real hosts (no ranks_per_node); a table owned by the servers is
-    read in place on the own host ('direct') and by TCP one-sided reads from the other
-    ('rma'), written with Put and Accumulate across hosts."""
-    res = _ok(bed.mpirun([PY, "-c", ROLES_JOB], per_host=2, hosts=[0, 1], timeout=120))
-    reps = {r["rank"]: r for r in _reports(res.stdout)}
-    assert sorted(reps) == [0, 1, 2, 3], res.stdout
-    assert [(reps[r]["role"], reps[r]["node"], reps[r]["host"]) for r in range(4)] == [
-        ("server", 0, "hpcgnn-h0"), ("trainer", 0, "hpcgnn-h0"), ("server", 1, "hpcgnn-h1"), ("trainer", 1, "hpcgnn-h1")]
-    assert reps[1]["routes"] == {"0": "direct", "2": "rma"} and reps[3]["routes"] == {"0": "rma", "2": "direct"}
-    assert all(reps[r]["gather"] and reps[r]["writes"] for r in (1, 3)), reps
+    read in place on the own host ('direct') and by TCP one-sided reads from the
+    others ('rma'), written with Put and Accumulate across hosts."""
+    reps = {r["rank"]: r for r in _reports(bed_job.stdout)}
+    assert sorted(reps) == list(range(6)), bed_job.stdout
+    assert [(reps[r]["role"], reps[r]["node"], reps[r]["host"]) for r in range(6)] == [
+        (role, h, f"hpcgnn-h{h}") for h in range(3) for role in ("server", "trainer")]
+    assert reps[1]["routes"] == {"0": "direct", "2": "rma", "4": "rma"}
+    assert reps[3]["routes"] == {"0": "rma", "2": "direct", "4": "rma"}
+    assert all(reps[r]["gather"] and reps[r]["writes"] for r in (1, 3, 5)), reps
     # each host's shared-memory segments are its own (named by its host, in its /dev/shm)
-    for r in range(4):
+    for r in range(6):
         assert reps[r]["shm"] and all(reps[r]["host"] in f for f in reps[r]["shm"] if "vader" in f), reps[r]
-    assert not set(reps[0]["shm"]) & set(reps[2]["shm"])
+    assert not set(reps[0]["shm"]) & set(reps[2]["shm"]) and not set(reps[2]["shm"]) & set(reps[4]["shm"])
 
 
 # --------------------------------------------------------------------------- hpcgnn across hosts
@@ -198,7 +204,7 @@ def test_generate_and_partition_across_hosts(graph):
     cfg, out = graph
     with open(cfg) as f:
         meta = json.load(f)
-    assert "into 2 parts" in out and meta["num_nodes"] == 3000, (out, meta)
+    assert "3000 nodes" in out and "into 2 parts" in out and meta["num_nodes"] == 3000, (out, meta)
 
 
 @pytest.mark.timeout(480, method="signal")

@@ -1,9 +1,8 @@
 """Bad input to the partitioner: a clear error naming file, dataset and rank on every
-rank, and no configuration left behind.  Also the CLI end to end under a child mpirun."""
+rank, and no configuration left behind.  Also the CLI end to end at the run's ranks."""
 import json
 import os
 import resource
-import sys
 
 import h5py
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import HpcgnnError, InputError
 from hpcgnn.partition import partition_graph
+from hpcgnn.testing import on_rank0
 from harness import check_partitioned, load_all, make_raw, planted_graph, write_raw
 
 comm = MPI.COMM_WORLD
@@ -162,46 +162,56 @@ def test_disk_full_leaves_no_config(tmp_path):
     assert os.listdir(out) == [], "neither the JSON nor a partial HDF5 file is left"
 
 
-def _cli(mpirun, n, args, timeout=120):
-    return mpirun(n, [sys.executable, "-m", "hpcgnn", "partition", *args], timeout=timeout)
+def _cli(args):
+    """``hpcgnn partition ARGS`` on every rank of the run, in this process."""
+    from hpcgnn.cli.main import main
+    from hpcgnn.testing import run_job
+
+    return run_job(main, ["partition", *args])
 
 
+@pytest.mark.mpi(min_size=2)
 @pytest.mark.timeout(200)
-@pytest.mark.slow
-def test_cli_end_to_end(mpirun, tmp_path):
+def test_cli_end_to_end(shared_tmp):
+    size = comm.Get_size()
+    path = os.path.join(shared_tmp, "raw.h5")
     src, dst, _ = planted_graph(2000, 6, 4, seed=13)
-    path = str(tmp_path / "raw.h5")
-    g = write_raw(path, 2000, src, dst, types=True)
-    out = str(tmp_path / "out")
-    r = _cli(mpirun, 2, [path, "-o", out, "-k", "3", "--return-mapping", "--num-hops", "2",
-                         "--balance-ntypes", "train_mask", "--balance-edges", "--json"])
+    g = on_rank0(lambda: write_raw(path, 2000, src, dst, types=True))
+    out = os.path.join(shared_tmp, "out")
+    r = _cli([path, "-o", out, "-k", "3", "--return-mapping", "--num-hops", "2", "--balance-ntypes", "train_mask",
+              "--balance-edges", "--json"])
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["num_parts"] == 3 and summary["config"] == os.path.join(out, "g.json")
-    conf, parts = load_all(summary["config"])
-    check_partitioned(conf, parts, g)
-    assert conf["num_ranks"] == 2 and conf["num_hops"] == 2 and conf["balance_edges"]
+    if comm.Get_rank() == 0:
+        conf, parts = load_all(summary["config"])
+        check_partitioned(conf, parts, g)
+        assert conf["num_ranks"] == size and conf["num_hops"] == 2 and conf["balance_edges"]
     # every phase's RSS high-water mark, summed over the ranks (monotone: a high-water mark)
     per_rank = summary["peak_rss_bytes_per_rank"]
-    assert len(per_rank) == 2 and all(v > 10 << 20 for v in per_rank)
+    assert len(per_rank) == size and all(v > 10 << 20 for v in per_rank)
     assert summary["peak_rss_bytes_sum"] == sum(per_rank) and summary["peak_rss_bytes_max_rank"] == max(per_rank)
     peaks = [m["peak_rss_bytes_sum"] for m in summary["memory_by_phase"].values()]
     assert list(summary["memory_by_phase"]) == list(summary["timings_s"])
     assert peaks == sorted(peaks) and peaks[-1] <= summary["peak_rss_bytes_sum"]
 
 
-@pytest.mark.timeout(200)
-@pytest.mark.slow
-def test_cli_bad_input_exits_nonzero_on_all_ranks(mpirun, tmp_path):
+def _spoilt(path):
     src, dst, _ = planted_graph(500, 4, 2, seed=14)
-    path = str(tmp_path / "raw.h5")
     write_raw(path, 500, src, dst)
     _spoil(path, "out_of_range")
-    out = str(tmp_path / "out")
-    r = _cli(mpirun, 3, [path, "-o", out, "-k", "2"])
-    assert r.returncode != 0
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.timeout(200)
+def test_cli_bad_input_exits_nonzero_on_all_ranks(shared_tmp):
+    path = os.path.join(shared_tmp, "raw.h5")
+    on_rank0(_spoilt, path)
+    out = os.path.join(shared_tmp, "out")
+    r = _cli([path, "-o", out, "-k", "2"])
+    assert r.returncode != 0 and r.rank_returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if "hpcgnn partition: error" in ln]
-    assert len(lines) == 3, r.stderr[-3000:]
+    assert len(lines) == comm.Get_size(), r.stderr[-3000:]
     for ln in lines:
         assert path in ln and "/edges/dst" in ln and "rank" in ln
     assert not os.path.exists(os.path.join(out, "g.json"))
