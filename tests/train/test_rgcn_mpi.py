@@ -7,10 +7,12 @@ partitions of the generated MAG-like graph):
   is bitwise the uninterrupted run, each epoch logged once; a checkpoint of another
   partitioning is refused;
 * with no labelled test paper the test accuracy is n/a and the validation accuracy
-  is still computed.
+  is still computed;
+* 2 partitions and 2 trainers reach the accuracy of one process (a child process of
+  rank 0) holding both.
 
-The launches (one process against two partitions, the 6-rank separate mode) and the
-one-rank bad feature: tests/train/test_rgcn.py."""
+The 6-rank separate mode (a launch) and the one-rank bad feature:
+tests/train/test_rgcn.py."""
 import json
 import os
 import shutil
@@ -58,6 +60,39 @@ def _final(stdout):
 def _job(capfd, cfg, run_dir, *extra):
     res = run_job(main, ["--part-config", cfg, "--run-dir", str(run_dir), *extra], capfd)
     return res
+
+
+def _one_process(cfg, run_dir):
+    """examples/rgcn.py in one process holding both partitions: its final record."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, clean_mpi_env
+
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "rgcn.py"), "--part-config", cfg, "--run-dir",
+                        run_dir, "--layout", "servers=0,samplers=0,trainers=1", "--batch-size", "256", *SETTINGS],
+                       capture_output=True, text=True, timeout=500, env=clean_mpi_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 trainer(s)" in r.stdout
+    return _final(r.stdout)
+
+
+@pytest.mark.timeout(600)
+def test_rgcn_two_partitions_match_one_process(mag, capfd):
+    """2 partitions and 2 trainers reach the accuracy of one process holding both
+    partitions (twice the batch), far above the paper features alone."""
+    raw, cfg = mag
+    with shared_tmpdir() as d:
+        dist = _job(capfd, cfg, os.path.join(d, "dist"), *CO_LOCATED, "--batch-size", "128", *SETTINGS)
+        assert dist.returncode == 0, dist.stdout + dist.stderr
+        assert os.path.exists(os.path.join(d, "dist", "model.pt")) and os.path.exists(os.path.join(d, "dist",
+                                                                                                  "metrics.csv"))
+        single = on_rank0(_one_process, cfg, os.path.join(d, "one"))
+    got, base = _final(dist.stdout), on_rank0(features_only_accuracy, raw)
+    assert "2 trainer(s)" in dist.stdout
+    assert got["test_acc"] > base + 0.2, (got, base)
+    assert abs(got["test_acc"] - single["test_acc"]) <= 0.02, (got, single)
+    print(json.dumps({"distributed": got["test_acc"], "single": single["test_acc"], "features_only": base}))
 
 
 @pytest.mark.timeout(600)
