@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch_geometric.utils import softmax
 
 from ..nn.compiled import CsrAttend as _CsrAttend
+from . import pyg_ops as pyg
 from ..sampling.blocks import LayerAdj
 
 
@@ -64,7 +64,7 @@ def gat_conv(conv, x: torch.Tensor, adj: LayerAdj) -> torch.Tensor:
     crow, col = _self_looped(adj)
     row = torch.repeat_interleave(torch.arange(nd), crow[1:] - crow[:-1])
     e = F.leaky_relu(a_src[col] + a_dst[row], conv.negative_slope)
-    alpha = softmax(e, ptr=crow, dim=0)
+    alpha = pyg.softmax(e, ptr=crow, dim=0)
     alpha = F.dropout(alpha, p=conv.dropout, training=conv.training)
     out = _CsrAttend.apply(h, alpha, crow, col)
     out = out.reshape(nd, H * C) if conv.concat else out.mean(dim=1)

@@ -22,9 +22,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
-from torch_geometric.utils import spmm
 
 from .. import _ext
+from . import pyg_ops as pyg
 from ..errors import InputError
 from ..graph.row_refs import RowRefs
 from ..nn.compiled import CsrMean as _CsrMean
@@ -317,5 +317,5 @@ def csr_mean(adj: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
                            torch.get_num_threads())
         return out
     if x.dtype != torch.float32 or x.device.type != "cpu" or adj.layout != torch.sparse_csr:
-        return spmm(adj, x, "mean")         # PyG's: the sum over the degree on a GPU
+        return pyg.spmm(adj, x, "mean")         # PyG's: the sum over the degree on a GPU
     return _CsrMean.apply(x.contiguous(), adj.crow_indices(), adj.col_indices(), adj.shape[0])

@@ -26,9 +26,9 @@ from abc import ABC, abstractmethod
 
 import torch
 from torch import nn
-from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv
 
 from ..errors import InputError
+from . import pyg_ops as pyg
 from .attention import gat_conv
 from .kernels import relu_dropout
 from .model import SAGE
@@ -77,7 +77,7 @@ class SAGEPyG(BlockGNN):
 
     def __init__(self, in_channels, hidden_channels, out_channels, num_layers=2, dropout=0.5):
         super().__init__(_dims(in_channels, hidden_channels, out_channels, num_layers), dropout)
-        self.convs = nn.ModuleList(SAGEConv(a, b) for a, b in zip(self.dims[:-1], self.dims[1:]))
+        self.convs = nn.ModuleList(pyg.SAGEConv(a, b) for a, b in zip(self.dims[:-1], self.dims[1:]))
 
     def conv(self, i, x, adj):
         return self.convs[i]((x, x[: adj.num_dst]), adj.adj_t)
@@ -95,7 +95,7 @@ class GCN(BlockGNN):
 
     def __init__(self, in_channels, hidden_channels, out_channels, num_layers=2, dropout=0.5):
         super().__init__(_dims(in_channels, hidden_channels, out_channels, num_layers), dropout)
-        self.convs = nn.ModuleList(GCNConv(a, b, normalize=False, add_self_loops=False)
+        self.convs = nn.ModuleList(pyg.GCNConv(a, b, normalize=False, add_self_loops=False)
                                    for a, b in zip(self.dims[:-1], self.dims[1:]))
 
     def conv(self, i, x, adj):
@@ -117,7 +117,7 @@ class GAT(BlockGNN):
             raise InputError(f"GAT: hidden_channels ({hidden_channels}) must be a multiple of heads ({heads})")
         last = len(self.dims) - 2
         self.convs = nn.ModuleList(
-            GATConv(a, b if i == last else b // heads, heads=1 if i == last else heads)
+            pyg.GATConv(a, b if i == last else b // heads, heads=1 if i == last else heads)
             for i, (a, b) in enumerate(zip(self.dims[:-1], self.dims[1:])))
 
     def conv(self, i, x, adj):
@@ -141,7 +141,7 @@ class GIN(BlockGNN):
     def __init__(self, in_channels, hidden_channels, out_channels, num_layers=2, dropout=0.5):
         super().__init__(_dims(in_channels, hidden_channels, out_channels, num_layers), dropout)
         self.convs = nn.ModuleList(
-            GINConv(nn.Sequential(nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU(), nn.Linear(b, b)))
+            pyg.GINConv(nn.Sequential(nn.Linear(a, b), nn.LayerNorm(b), nn.ReLU(), nn.Linear(b, b)))
             for a, b in zip(self.dims[:-1], self.dims[1:]))
 
     def conv(self, i, x, adj):
