@@ -1,14 +1,14 @@
 """Nothing listens wider or writes wider than it must (issue #29):
 
 * PyTorch Geometric's generated ``propagate``/``edge_updater`` modules go to a private
-  directory of each process (hpcgnn/pyg_tmp.py), removed when it ends, also when a
-  trainer fails; a training run leaves no ``torch_geometric*.py`` in ``$TMPDIR``.
+  directory of each process (hpcgnn/pyg_tmp.py), removed when it ends; a whole job
+  that ends well, and one whose trainer fails, leave no ``torch_geometric*.py`` in
+  ``$TMPDIR`` (tests/e2e/test_served_launch.py: its two launches check it).
 * Where trainer 0's rendezvous store listens (hpcgnn/comm/torch_dist.py
   ``choose_address``), and, under ``mpirun --mca btl self,vader`` (the recipe of
   docs/install.md for one host), that no rank of the job listens on anything but
   loopback (tests/e2e/test_hygiene_mpi.py in its strict mode).
 """
-import glob
 import os
 import re
 import subprocess
@@ -18,16 +18,10 @@ import textwrap
 import pytest
 
 from conftest import ROOT, clean_mpi_env
+from harness import pyg_leftovers
 from hpcgnn.comm import torch_dist
 
 pytest.importorskip("torch_geometric")
-
-
-def _leftovers(tmp):
-    """PyG-generated files anywhere under ``tmp``, and hpcgnn's private directories."""
-    files = glob.glob(os.path.join(tmp, "**", "torch_geometric*.py"), recursive=True)
-    dirs = glob.glob(os.path.join(tmp, "hpcgnn-pyg-*"))
-    return files, dirs
 
 
 def _python(code, tmp, timeout=120):
@@ -72,7 +66,7 @@ def test_pyg_modules_go_to_a_private_directory_removed_at_exit(tmp_path):
     """, tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "private " + str(tmp_path) in res.stdout
-    assert _leftovers(tmp_path) == ([], [])
+    assert pyg_leftovers(tmp_path) == ([], [])
 
 
 @pytest.mark.timeout(120)
@@ -101,52 +95,8 @@ def test_already_imported_pyg_is_patched_and_gone_processes_are_swept(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert not stale.exists()
     assert alive.exists() and other.exists()
-    files, dirs = _leftovers(tmp_path)
+    files, dirs = pyg_leftovers(tmp_path)
     assert sorted(dirs) == sorted([str(alive), str(other)])
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.slow
-def test_a_training_run_leaves_no_pyg_files(mpirun, tmp_path):
-    from hpcgnn.datasets import generate_graph
-    from hpcgnn.partition import partition_graph
-
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    raw = str(tmp_path / "g.h5")
-    generate_graph(raw, None, 2000, 6, 8, 3, seed=0, name="g")
-    cfg = partition_graph(raw, str(tmp_path / "parts"), 1)
-    res = mpirun(2, [sys.executable, "-m", "hpcgnn", "train", "--part-config", cfg,
-                     "--layout", "servers=1,samplers=0,trainers=1", "--epochs", "1", "--model", "sage-pyg",
-                     "--run-dir", str(tmp_path / "run")], timeout=110, env={"TMPDIR": str(tmp)})
-    assert res.returncode == 0, res.stdout + res.stderr
-    # PyG's own SAGEConv: its layer modules are generated (the default sage loads no PyG)
-    assert "test accuracy" in res.stdout and "model sage-pyg" in res.stdout
-    assert _leftovers(tmp) == ([], [])
-
-
-FAILING_TRAINER = """
-import sys
-import torch
-import hpcgnn
-
-ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=rest")
-from torch_geometric.nn import SAGEConv
-SAGEConv(3, 2)(torch.randn(4, 3), torch.tensor([[0, 1], [1, 2]]))
-import hpcgnn.pyg_tmp as pt
-print("made", pt.private_dir(create=False), flush=True)
-raise RuntimeError("trainer exploded")
-"""
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.slow
-def test_a_failed_trainer_leaves_no_pyg_files(mpirun, tmp_path):
-    res = mpirun(2, [sys.executable, "-c", FAILING_TRAINER], timeout=120, env={"TMPDIR": str(tmp_path)})
-    assert res.returncode != 0
-    assert "trainer exploded" in res.stderr
-    assert "made " + str(tmp_path) in res.stdout            # the trainer did write its modules there
-    assert _leftovers(tmp_path) == ([], [])
 
 
 # -- where the rendezvous store listens ---------------------------------------------

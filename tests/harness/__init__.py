@@ -28,6 +28,16 @@ def md5(path):
         return hashlib.md5(f.read()).hexdigest()
 
 
+def pyg_leftovers(tmp):
+    """PyG-generated files anywhere under ``tmp``, and hpcgnn's private directories for
+    them (hpcgnn/pyg_tmp.py): ``(files, dirs)``."""
+    import glob
+
+    files = glob.glob(os.path.join(tmp, "**", "torch_geometric*.py"), recursive=True)
+    dirs = glob.glob(os.path.join(tmp, "hpcgnn-pyg-*"))
+    return files, dirs
+
+
 def copy_parts(cfg, where) -> str:
     """A copy of the partitioned graph's directory; the copy's JSON."""
     out = os.path.join(str(where), "copy")
