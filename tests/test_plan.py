@@ -1,14 +1,18 @@
 """The scale model's arithmetic and ``hpcgnn plan`` (single process, no timing)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from conftest import clean_mpi_env
+from hpcgnn.cli.main import main
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.datasets import generate_graph
+from hpcgnn.errors import InputError
+from hpcgnn.testing import run_job
 from hpcgnn.scale_model import (MODEL_PATH, epoch_time, load_model, parse_size, partition_need, partition_time, plan,
                          predict, sampled_per_seed, terms, training_need)
 
@@ -93,8 +97,9 @@ def test_shipped_model_is_complete():
 
 
 def hpcgnn(*args):
-    return subprocess.run([sys.executable, "-m", "hpcgnn", "plan", *args], capture_output=True, text=True,
-                          env=clean_mpi_env(), timeout=120)
+    """``hpcgnn plan ARGS`` in this process (the command's own entry point): its exit
+    status and output, as a child process would give them."""
+    return run_job(main, ["plan", *args], comm=MPI.COMM_SELF)
 
 
 @pytest.fixture(scope="module")
@@ -146,13 +151,20 @@ def test_cli_without_a_file_and_more_memory_fewer_nodes(files):
     (["RAW", "--node-memory", "64G", "--ranks-per-node", "0"], "--ranks-per-node"),
     (["RAW", "--node-memory", "64G", "--model", "/nonexistent/m.json"], "/nonexistent/m.json"),
 ])
-@pytest.mark.slow
-def test_bad_input_gives_one_line(files, args, names):
+def test_bad_input_is_named(files, args, names):
     raw, _ = files
-    res = hpcgnn(*[raw if a == "RAW" else a for a in args])
+    with pytest.raises(InputError, match=re.escape(names)):
+        hpcgnn(*[raw if a == "RAW" else a for a in args])
+
+
+@pytest.mark.slow
+def test_bad_input_gives_one_line():
+    """The command's process: one line on stderr, no traceback (each error's wording: above)."""
+    res = subprocess.run([sys.executable, "-m", "hpcgnn", "plan", "/nonexistent/g.h5", "--node-memory", "64G"],
+                         capture_output=True, text=True, env=clean_mpi_env(), timeout=120)
     assert res.returncode == 1
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and names in lines[0] and "Traceback" not in res.stderr, res.stderr
+    assert len(lines) == 1 and "/nonexistent/g.h5" in lines[0] and "Traceback" not in res.stderr, res.stderr
 
 
 def test_model_path_is_installed_with_the_package():
