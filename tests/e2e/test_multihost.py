@@ -295,14 +295,14 @@ class _Job:
         return "\n".join(line for _, s, line in list(self.lines) if stream in (None, s))
 
 
-def _pull_cable(bed, graph, net, mca, bound=60):
-    """Train across hosts 0 and 1 (HPCGNN_TIMEOUT=20), pull host 1's cable on ``net``
+def _pull_cable(bed, graph, net, mca, bound=60, timeout_s=20):
+    """Train across hosts 0 and 1 (HPCGNN_TIMEOUT ``timeout_s``), pull host 1's cable on ``net``
     during epoch 1, and wait up to ``bound`` seconds for the job to end.  Returns
     (seconds from the fault to the end or None, exit code, the lines after the fault)."""
     cfg, _ = graph
     argv = [PY, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir", f"{bed.shared}/cable-{net}",
             "--layout", CO_LOCATED, *COMMON[2:], "--epochs", "100000", "--eval-every", "0"]
-    job = _Job(bed, argv, per_host=2, hosts=[0, 1], env={"HPCGNN_TIMEOUT": "20"}, mca=mca)
+    job = _Job(bed, argv, per_host=2, hosts=[0, 1], env={"HPCGNN_TIMEOUT": str(timeout_s)}, mca=mca)
     try:
         started = job.wait_for(r'^\{"kind": "epoch", "epoch": 0', 150)
         assert started, f"training did not start\n{job.text()[-4000:]}"
@@ -361,9 +361,9 @@ def test_100ms_delay_on_one_link_is_reported_within_an_epoch(bed, graph):
 def test_data_link_down_mid_epoch_the_watchdog_ends_the_job(bed, graph):
     """Host 1's data cable pulled during an epoch (MPI and torch.distributed traffic
     stop; mpirun still reaches every orted over the management network): hpcgnn ends
-    the job within the bound (HPCGNN_TIMEOUT=20 bounds its waits), with a line naming
+    the job within the bound (HPCGNN_TIMEOUT=10 bounds its waits), with a line naming
     a rank and its host."""
-    ended, rc, after = _pull_cable(bed, graph, "data", mca=())
+    ended, rc, after = _pull_cable(bed, graph, "data", mca=(), timeout_s=10)
     named = [ln for ln in after if ln.startswith("hpcgnn: ")]
     if ended is None and not named:
         pytest.xfail("watchdog not yet implemented: no hpcgnn line and the job still ran 60 s after host 1's "
@@ -404,7 +404,7 @@ def test_a_server_frozen_on_another_host_is_caught_and_the_step_saved(bed, graph
     run = f"{bed.shared}/frozen-server"
     argv = [PY, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir", run, "--layout", CO_LOCATED,
             *COMMON[2:], "--epochs", "100000", "--eval-every", "0"]
-    job = _Job(bed, argv, per_host=2, hosts=[0, 1], env={"HPCGNN_TIMEOUT": "20"})
+    job = _Job(bed, argv, per_host=2, hosts=[0, 1], env={"HPCGNN_TIMEOUT": "10"})
     try:
         assert job.wait_for(r'^\{"kind": "epoch", "epoch": 0', 150), job.text()[-4000:]
         server = _rank_pid(run, 2)                    # ranks 0, 1 on host 0; rank 2 is host 1's server
@@ -424,10 +424,10 @@ def test_a_server_frozen_on_another_host_is_caught_and_the_step_saved(bed, graph
         for t in job._threads:
             t.join(5)
     named = [ln for ln in job.text("err").splitlines() if ln.startswith("hpcgnn: rank")]
-    print(f"frozen server: the job ended {ended} s after the freeze (HPCGNN_TIMEOUT=20)\n" + "\n".join(named[:6]))
+    print(f"frozen server: the job ended {ended} s after the freeze (HPCGNN_TIMEOUT=10)\n" + "\n".join(named[:6]))
     assert ended is not None and job.p.returncode != 0, job.text()[-4000:]
     assert named and named[0].startswith(f"hpcgnn: rank 2 (server, node 1, host {bed[1].name})"), named
-    assert "20 s" in named[0], named
+    assert "10 s" in named[0], named
     assert any("checkpoint of step" in ln and "--resume continues from it" in ln for ln in named), named
     res = _train(bed, cfg, run, "--resume", "--epochs", "1")
     assert res.returncode == 0 and "resumed from" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
