@@ -35,9 +35,9 @@ import numpy as np
 import torch
 
 from ..comm.agree import agreed
-from ..comm.collectives import allreduce, exclusive
+from ..comm.collectives import allreduce, barrier, exclusive
 from ..errors import HpcgnnError, InputError
-from ..io import diskspace
+from ..io import diskspace, partial
 from ..io.checksum import checksum_hex, fletcher_partial
 from ..io.h5 import open_h5
 
@@ -97,16 +97,13 @@ def save(tcomm, run_dir: str, step: int, meta: dict, replicated, own, tensors: d
         guard = diskspace.WriteGuard(tcomm, tmp, final, CheckpointError,
                                      lambda: f"checkpoint not written ({_kept(run_dir)})")
         _write(tcomm, f, guard, step, meta, (rep, mine, rep_len, own_lens), tensors, sums, need)
-        tcomm.Barrier()
+        partial.commit(tmp, final, tcomm, durable=True)
         if rank == 0:
-            _fsync(tmp)                 # on disk before its name says complete
-            os.replace(tmp, final)
-            _fsync(folder)
             for old in complete(run_dir)[:-keep] if keep > 0 else []:
                 os.remove(old)
             for stale in glob.glob(os.path.join(folder, "step-*.h5.tmp")):   # of saves a crash cut short
                 os.remove(stale)
-        tcomm.Barrier()
+        barrier(tcomm)                  # the old ones are gone before any trainer lists them
     return final
 
 
@@ -201,19 +198,6 @@ def _sum_hex(tcomm, part) -> str:
     return checksum_hex(int(s[0]), int(s[1]))
 
 
-def _fsync(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:              # some file systems do not sync directories
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_solo(run_dir: str, step: int, meta: dict, replicated, own, trainers: int) -> str:
     """Independent (no MPI: a peer is dead): write checkpoint ``step`` from this
     process alone, ``own`` standing for every trainer's state.  Another trainer
@@ -232,9 +216,7 @@ def save_solo(run_dir: str, step: int, meta: dict, replicated, own, trainers: in
                 f.attrs["meta:" + k] = v
             for name, arr in (("replicated", rep), ("trainers/0", mine)):
                 f.create_dataset(name, data=arr).attrs["checksum"] = _hex(arr)
-        _fsync(tmp)
-        os.replace(tmp, final)
-        _fsync(folder)
+        partial.commit(tmp, final, durable=True)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
