@@ -11,8 +11,12 @@ ratios compare against that baseline; DGL's published numbers for a graph of the
 size (../shared/TARGETS.md) are printed alongside for reference only.  With
 ``--dgl-venv`` (bench/dgl_peer/setup.sh) DGL's own ``partition_graph`` (METIS, one
 process, training nodes balanced) partitions the same graph in the same run too.
+KaMinPar (bench/kaminpar_baseline.py, ``pip install kaminpar``; node counts
+balanced within 3%) is the quality peer where it is installed: its cut, time and
+peak RSS, and ``cut_ratio_vs_kaminpar``.
 """
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -39,6 +43,8 @@ def main():
     p.add_argument("--balance-ntypes", nargs="*", default=["train_mask"])
     p.add_argument("--workdir", default=None)
     p.add_argument("--skip-metis", action="store_true")
+    p.add_argument("--skip-kaminpar", action="store_true",
+                   help="leave out KaMinPar, the quality peer (run when 'pip install kaminpar' is there)")
     p.add_argument("--dgl-venv", help="a virtual environment with DGL (bench/dgl_peer/setup.sh): also partition "
                                       "the same graph with DGL's partition_graph in this run")
     p.add_argument("--coarsen", choices=["auto", "none", "lp"], default="auto",
@@ -86,6 +92,13 @@ def main():
             res["speedup_vs_metis_serial"] = round(m["total_s"] / res["partition_s"], 2)
             res["cut_ratio_vs_metis"] = round(res["edge_cut_fraction"] / max(m["edge_cut_fraction"], 1e-9), 3)
             res["memory_ratio_vs_metis_serial"] = round(max(rss) / max(m["peak_rss_gib"], 1e-9), 3)
+        if not a.skip_kaminpar and importlib.util.find_spec("kaminpar") is not None:
+            cmd = [sys.executable, os.path.join(os.path.dirname(__file__), "kaminpar_baseline.py"), raw,
+                   str(a.num_parts)]
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
+            k = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout)
+            res["kaminpar"] = k
+            res["cut_ratio_vs_kaminpar"] = round(res["edge_cut_fraction"] / max(k["edge_cut_fraction"], 1e-9), 3)
         if a.dgl_venv:
             cmd = [os.path.join(a.dgl_venv, "bin", "python"), os.path.join(os.path.dirname(__file__), "dgl_peer",
                    "partition.py"), raw, os.path.join(work, "dgl_parts"), "--parts", str(a.num_parts)]

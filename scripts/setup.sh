@@ -129,6 +129,8 @@ have 'import torch_geometric, pytest, pytest_mpi, pytest_timeout, scipy, tqdm, m
   || pipi torch_geometric scipy tqdm matplotlib pyarrow pytest pytest-mpi pytest-timeout
 # DGL's unsupervised example (examples/dgl/) calls LogisticRegression(multi_class=...), gone in 1.8
 have 'import sklearn' || pipi "scikit-learn<1.8"
+# KaMinPar: the quality peer of bench/partition_bench.py (a wheel; the benchmark goes without it)
+have 'import kaminpar' || pipi kaminpar || say "kaminpar not installed: bench/partition_bench.py leaves its peer out"
 
 # ---------------------------------------------------------------------------
 # 3. hpcgnn itself (compiles ext/).  Rebuilt only when a source is newer than
