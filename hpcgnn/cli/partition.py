@@ -58,6 +58,15 @@ def _fanouts(text: str, rank: int) -> list[int]:
         raise InputError(f"--fanouts: {text!r} must be comma-separated integers, e.g. 25,10 (rank {rank})") from None
 
 
+def _coarse(info: dict) -> dict:
+    """The graph ParMETIS partitioned after ``--coarsen lp`` (none without it): its
+    vertices and adjacency entries, and the clustering's levels with their sizes."""
+    if not info:
+        return {}
+    return {"coarse_nodes": info["clusters"], "coarse_edges": info["cluster_edges"],
+            "coarsening_levels": info["levels"]}
+
+
 def run(args) -> int:
     from ..partition.pipeline import partition_graph   # when run: other commands do not load the partitioner
 
@@ -84,7 +93,8 @@ def run(args) -> int:
                    "num_edges": conf["num_edges"], "edge_cut": conf["edge_cut"],
                    "timings_s": conf["stats"]["timings_s"],
                    **{k: conf["stats"][k] for k in ("peak_rss_bytes_max_rank", "peak_rss_bytes_sum",
-                                                    "peak_rss_bytes_per_rank", "memory_by_phase")}}
+                                                    "peak_rss_bytes_per_rank", "memory_by_phase")},
+                   **_coarse(conf["stats"].get("coarsening") or {})}
         if args.json:
             print(json.dumps(summary))
         else:

@@ -1,0 +1,91 @@
+"""Partition quality and cost against the rank count (issue 42): one generated graph
+partitioned by ``hpcgnn partition`` at several rank counts, and by serial METIS and
+KaMinPar, in one run.  Prints one JSON object.
+
+    python bench/partition_ranks_bench.py                               # 200k nodes, 4M edges
+    python bench/partition_ranks_bench.py --num-nodes 2000000 --avg-degree 20 --ranks 2,4,8,16,32
+
+Run it with ``python``, not under ``mpirun``: each rank count is a child ``mpirun
+--oversubscribe -n R`` (on a small machine the
+ranks share its cores: judge the wall time only up to the core count).  The graph's
+vertex ids are the generator's (an affine permutation of the class-ordered
+positions: no locality).  For each rank count: the edge cut as a fraction of the
+input edges and its ratio to the 2-rank cut and to KaMinPar's; the graph handed to
+ParMETIS after ``--coarsen`` (``coarse_nodes``, ``coarse_edges``) and its ratio to
+the 2-rank one; the wall time; the peak RSS summed over the ranks, and per directed
+edge of the symmetric view.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _run(cmd):
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"partition_ranks_bench: {' '.join(cmd)} failed:\n{res.stderr[-3000:]}")
+    return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--num-nodes", type=int, default=200_000)
+    p.add_argument("--avg-degree", type=float, default=20)
+    p.add_argument("--num-parts", type=int, default=4)
+    p.add_argument("--ranks", default="2,4,8")
+    p.add_argument("--coarsen", choices=["auto", "none", "lp"], default="lp")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--skip-peers", action="store_true", help="leave out serial METIS and KaMinPar")
+    a = p.parse_args()
+    work = a.workdir or tempfile.mkdtemp(prefix="hpcgnn-ranks-bench-")
+    raw = os.path.join(work, "graph.h5")
+    mpirun = ["mpirun", "--oversubscribe"]
+    py = [sys.executable, "-m", "hpcgnn"]
+    gen = _run(mpirun + ["-n", "2"] + py + ["generate", raw, "--num-nodes", str(a.num_nodes), "--avg-degree",
+                                            str(a.avg_degree), "--feat-dim", "1", "--num-classes", "16",
+                                            "--seed", "0", "--json"])
+    out = {"benchmark": "partition_ranks", "num_nodes": gen["num_nodes"], "num_edges": gen["num_edges"],
+           "num_parts": a.num_parts, "coarsen": a.coarsen, "ids": "generator (random)", "runs": {}}
+    if not a.skip_peers:
+        out["metis_serial"] = _run([sys.executable, os.path.join(HERE, "metis_baseline.py"), raw,
+                                    str(a.num_parts)])
+        try:
+            out["kaminpar"] = _run([sys.executable, os.path.join(HERE, "kaminpar_baseline.py"), raw,
+                                    str(a.num_parts)])
+        except SystemExit as e:            # not installed: said, and the rest still measured
+            out["kaminpar"] = {"error": str(e).splitlines()[-1]}
+    for r in [int(x) for x in a.ranks.split(",")]:
+        res = _run(mpirun + ["-n", str(r)] + py + ["partition", raw, "-o", os.path.join(work, f"parts{r}"), "-k",
+                                                   str(a.num_parts), "--coarsen", a.coarsen, "--json",
+                                                   "--overwrite"])
+        directed = 2 * res["num_edges"]
+        out["runs"][str(r)] = {
+            "edge_cut_fraction": round(res["edge_cut"] / res["num_edges"], 4),
+            "coarse_nodes": res.get("coarse_nodes"), "coarse_edges": res.get("coarse_edges"),
+            "partition_s": round(sum(res["timings_s"].values()), 2),
+            "peak_rss_bytes_sum": res["peak_rss_bytes_sum"],
+            "peak_rss_bytes_per_directed_edge": round(res["peak_rss_bytes_sum"] / directed, 1),
+        }
+        shutil.rmtree(os.path.join(work, f"parts{r}"), ignore_errors=True)
+    runs = out["runs"]
+    first = runs[min(runs, key=int)]
+    kcut = out.get("kaminpar", {}).get("edge_cut_fraction")
+    for row in runs.values():
+        row["cut_ratio_vs_fewest_ranks"] = round(row["edge_cut_fraction"] / max(first["edge_cut_fraction"], 1e-9), 3)
+        if row["coarse_nodes"] and first["coarse_nodes"]:
+            row["coarse_nodes_ratio_vs_fewest_ranks"] = round(row["coarse_nodes"] / first["coarse_nodes"], 3)
+        if kcut:
+            row["cut_ratio_vs_kaminpar"] = round(row["edge_cut_fraction"] / kcut, 3)
+    print(json.dumps(out), flush=True)
+    if not a.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
