@@ -7,9 +7,9 @@ KaMinPar, in one run.  Prints one JSON object.
 
 Run it with ``python``, not under ``mpirun``: each rank count is a child ``mpirun
 --oversubscribe -n R`` (on a small machine the
-ranks share its cores: judge the wall time only up to the core count).  The graph's
-vertex ids are the generator's (an affine permutation of the class-ordered
-positions: no locality).  For each rank count: the edge cut as a fraction of the
+ranks share its cores: judge the wall time only up to the core count).  ``--ids``: the
+generator's vertex ids (an affine permutation of the class-ordered positions: no
+locality), a copy with ids in class order (locality), or both (default).  For each rank count: the edge cut as a fraction of the
 input edges and its ratio to the 2-rank cut and to KaMinPar's; the graph handed to
 ParMETIS after ``--coarsen`` (``coarse_nodes``, ``coarse_edges``) and its ratio to
 the 2-rank one; the wall time; the peak RSS summed over the ranks, and per directed
@@ -29,29 +29,36 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _run(cmd):
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
-        sys.exit(f"partition_ranks_bench: {' '.join(cmd)} failed:\n{res.stderr[-3000:]}")
+        sys.exit(f"partition_ranks_bench: {' '.join(cmd)} failed:\n{res.stdout[-2000:]}{res.stderr[-3000:]}")
     return json.loads([ln for ln in res.stdout.splitlines() if ln.startswith("{")][-1])
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--num-nodes", type=int, default=200_000)
-    p.add_argument("--avg-degree", type=float, default=20)
-    p.add_argument("--num-parts", type=int, default=4)
-    p.add_argument("--ranks", default="2,4,8")
-    p.add_argument("--coarsen", choices=["auto", "none", "lp"], default="lp")
-    p.add_argument("--workdir", default=None)
-    p.add_argument("--skip-peers", action="store_true", help="leave out serial METIS and KaMinPar")
-    a = p.parse_args()
-    work = a.workdir or tempfile.mkdtemp(prefix="hpcgnn-ranks-bench-")
-    raw = os.path.join(work, "graph.h5")
-    mpirun = ["mpirun", "--oversubscribe"]
-    py = [sys.executable, "-m", "hpcgnn"]
-    gen = _run(mpirun + ["-n", "2"] + py + ["generate", raw, "--num-nodes", str(a.num_nodes), "--avg-degree",
-                                            str(a.avg_degree), "--feat-dim", "1", "--num-classes", "16",
-                                            "--seed", "0", "--json"])
-    out = {"benchmark": "partition_ranks", "num_nodes": gen["num_nodes"], "num_edges": gen["num_edges"],
-           "num_parts": a.num_parts, "coarsen": a.coarsen, "ids": "generator (random)", "runs": {}}
+def local_copy(raw: str, path: str, seed: int) -> None:
+    """A copy of the generated graph ``raw`` whose vertex ids are the generator's
+    positions (classes in consecutive id ranges: ids with locality): edges relabelled,
+    every node column permuted."""
+    import h5py
+    import numpy as np
+
+    from hpcgnn.datasets.synthetic import SyntheticModel, SyntheticSpec
+
+    shutil.copy(raw, path)
+    with h5py.File(path, "r+") as f:
+        n = int(f.attrs["num_nodes"])
+        model = SyntheticModel(SyntheticSpec(num_nodes=n, avg_degree=1, feat_dim=1, num_classes=16, seed=seed))
+        new = ((model.a * np.arange(n, dtype=np.uint64) + model.b) % model.n).astype(np.int64)   # id -> position
+        for name in ("edges/src", "edges/dst"):
+            f[name][:] = new[f[name][:]]
+        for name, d in f["nodes/data"].items():
+            col = d[:]
+            out = np.empty_like(col)
+            out[new] = col
+            d[:] = out
+
+
+def sweep(raw: str, work: str, a) -> dict:
+    """The peers and every rank count on one raw graph."""
+    out = {"runs": {}}
     if not a.skip_peers:
         out["metis_serial"] = _run([sys.executable, os.path.join(HERE, "metis_baseline.py"), raw,
                                     str(a.num_parts)])
@@ -61,18 +68,17 @@ def main():
         except SystemExit as e:            # not installed: said, and the rest still measured
             out["kaminpar"] = {"error": str(e).splitlines()[-1]}
     for r in [int(x) for x in a.ranks.split(",")]:
-        res = _run(mpirun + ["-n", str(r)] + py + ["partition", raw, "-o", os.path.join(work, f"parts{r}"), "-k",
-                                                   str(a.num_parts), "--coarsen", a.coarsen, "--json",
-                                                   "--overwrite"])
-        directed = 2 * res["num_edges"]
+        parts = os.path.join(work, f"parts{r}")
+        res = _run(MPIRUN + ["-n", str(r)] + HPCGNN + ["partition", raw, "-o", parts, "-k", str(a.num_parts),
+                                                       "--coarsen", a.coarsen, "--json", "--overwrite"])
         out["runs"][str(r)] = {
             "edge_cut_fraction": round(res["edge_cut"] / res["num_edges"], 4),
             "coarse_nodes": res.get("coarse_nodes"), "coarse_edges": res.get("coarse_edges"),
             "partition_s": round(sum(res["timings_s"].values()), 2),
             "peak_rss_bytes_sum": res["peak_rss_bytes_sum"],
-            "peak_rss_bytes_per_directed_edge": round(res["peak_rss_bytes_sum"] / directed, 1),
+            "peak_rss_bytes_per_directed_edge": round(res["peak_rss_bytes_sum"] / (2 * res["num_edges"]), 1),
         }
-        shutil.rmtree(os.path.join(work, f"parts{r}"), ignore_errors=True)
+        shutil.rmtree(parts, ignore_errors=True)
     runs = out["runs"]
     first = runs[min(runs, key=int)]
     kcut = out.get("kaminpar", {}).get("edge_cut_fraction")
@@ -82,6 +88,41 @@ def main():
             row["coarse_nodes_ratio_vs_fewest_ranks"] = round(row["coarse_nodes"] / first["coarse_nodes"], 3)
         if kcut:
             row["cut_ratio_vs_kaminpar"] = round(row["edge_cut_fraction"] / kcut, 3)
+    return out
+
+
+MPIRUN = ["mpirun", "--oversubscribe"]
+HPCGNN = [sys.executable, "-m", "hpcgnn"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--num-nodes", type=int, default=200_000)
+    p.add_argument("--avg-degree", type=float, default=20)
+    p.add_argument("--num-parts", type=int, default=4)
+    p.add_argument("--ranks", default="2,4,8")
+    p.add_argument("--ids", choices=["random", "local", "both"], default="both",
+                   help="the generator's ids (no locality), ids in class order (locality), or both graphs")
+    p.add_argument("--coarsen", choices=["auto", "none", "lp"], default="lp")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--skip-peers", action="store_true", help="leave out serial METIS and KaMinPar")
+    a = p.parse_args()
+    work = a.workdir or tempfile.mkdtemp(prefix="hpcgnn-ranks-bench-")
+    raw = os.path.join(work, "graph.h5")
+    gen = _run(MPIRUN + ["-n", "2"] + HPCGNN + ["generate", raw, "--num-nodes", str(a.num_nodes), "--avg-degree",
+                                                str(a.avg_degree), "--feat-dim", "1", "--num-classes", "16",
+                                                "--seed", "0", "--json", "--overwrite"])
+    out = {"benchmark": "partition_ranks", "num_nodes": gen["num_nodes"], "num_edges": gen["num_edges"],
+           "num_parts": a.num_parts, "coarsen": a.coarsen, "graphs": {}}
+    for ids in (["random", "local"] if a.ids == "both" else [a.ids]):
+        path = raw
+        if ids == "local":
+            path = os.path.join(work, "graph_local.h5")
+            # a child process: importing hpcgnn starts MPI here, and the mpiruns that follow
+            # would not start from a process that is already an MPI job
+            subprocess.run([sys.executable, "-c", f"import partition_ranks_bench as b; b.local_copy({raw!r}, "
+                            f"{path!r}, 0)"], cwd=HERE, check=True)
+        out["graphs"][ids] = sweep(path, work, a)
     print(json.dumps(out), flush=True)
     if not a.workdir:
         shutil.rmtree(work, ignore_errors=True)
