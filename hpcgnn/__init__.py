@@ -13,10 +13,8 @@ _failure.install()
 
 from .comm.context import Context  # noqa: E402
 from .comm.context import current_context  # noqa: E402
-from .runtime import initialize  # noqa: E402
 from .comm.layout import Layout  # noqa: E402
 from .errors import DGLError, HpcgnnError, InputError, LayoutError, PartitionError  # noqa: E402
-from .sampling.batch import EID, ETYPE, NID, NTYPE  # noqa: E402  (DGL's keys in a block's srcdata/edata)
 
 __version__ = "0.1.0"
 
@@ -26,9 +24,17 @@ __version__ = "0.1.0"
 _LAZY = ("distributed", "dataloading", "nn", "function", "sampling", "graph", "train", "partition", "datasets")
 
 
+#: Names imported on first use, with their module: ``initialize`` and DGL's keys in a
+#: block's srcdata/edata bring torch, and ``hpcgnn partition`` never needs it
+_LAZY_NAMES = {"initialize": ".runtime", "NID": ".sampling.batch", "EID": ".sampling.batch",
+               "NTYPE": ".sampling.batch", "ETYPE": ".sampling.batch"}
+
+
 def __getattr__(name: str):
     if name in _LAZY:
         return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(_LAZY_NAMES[name], __name__), name)
     raise AttributeError(f"module 'hpcgnn' has no attribute {name!r}")
 
 __all__ = ["initialize", "current_context", "Context", "Layout", "HpcgnnError", "InputError", "LayoutError",

@@ -7,15 +7,22 @@ has the single types ``_N`` and ``_E``).  Lookups are ``searchsorted`` over the
 """
 from __future__ import annotations
 
+import importlib
+import sys
+
 import numpy as np
 
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
+
+def _torch():
+    """torch, imported on first use (the partitioning ranks never load it), or None."""
+    try:
+        return importlib.import_module("torch")
+    except ImportError:  # pragma: no cover
+        return None
 
 
 def _is_torch(x) -> bool:
+    torch = sys.modules.get("torch")      # a tensor means torch is loaded already
     return torch is not None and isinstance(x, torch.Tensor)
 
 
@@ -29,7 +36,13 @@ def _like(result, ids):
     """``result`` as a torch tensor when ``ids`` was one (DGL's convention), else NumPy."""
     if isinstance(result, tuple):
         return tuple(_like(r, ids) for r in result)
-    return torch.from_numpy(np.ascontiguousarray(result)) if _is_torch(ids) else result
+    return _torch().from_numpy(np.ascontiguousarray(result)) if _is_torch(ids) else result
+
+
+def _tensor(ids: np.ndarray):
+    """``ids`` as a torch tensor (DGL's convention) when torch is installed."""
+    torch = _torch()
+    return ids if torch is None else torch.from_numpy(ids)
 
 
 class _TypedRanges:
@@ -78,7 +91,6 @@ class _TypedRanges:
         return self.starts[p * self.T + t] + ids - self.offsets[p, t]
 
 
-_TORCH_HINT = torch.zeros(0, dtype=torch.int64) if torch is not None else None
 
 
 class RangePartitionBook:
@@ -171,13 +183,13 @@ class RangePartitionBook:
         """The node ids partition ``partid`` owns (per-type ids of ``ntype`` when given),
         a torch tensor."""
         s, e = self._span("node", partid, ntype)
-        return _like(np.arange(s, e, dtype=np.int64), _TORCH_HINT)
+        return _tensor(np.arange(s, e, dtype=np.int64))
 
     def partid2eids(self, partid: int, etype=None):
         """The edge ids partition ``partid`` owns (per-type ids of ``etype`` when given),
         a torch tensor."""
         s, e = self._span("edge", partid, etype)
-        return _like(np.arange(s, e, dtype=np.int64), _TORCH_HINT)
+        return _tensor(np.arange(s, e, dtype=np.int64))
 
     def nid2localnid(self, nids, partid: int, ntype=None):
         """Row of each (owned) node id in partition ``partid``'s node arrays; with
