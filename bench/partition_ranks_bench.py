@@ -11,9 +11,12 @@ ranks share its cores: judge the wall time only up to the core count).  ``--ids`
 generator's vertex ids (an affine permutation of the class-ordered positions: no
 locality), a copy with ids in class order (locality), or both (default).  For each rank count: the edge cut as a fraction of the
 input edges and its ratio to the 2-rank cut and to KaMinPar's; the graph handed to
-ParMETIS after ``--coarsen`` (``coarse_nodes``, ``coarse_edges``) and its ratio to
-the 2-rank one; the wall time; the peak RSS summed over the ranks, and per directed
-edge of the symmetric view.
+ParMETIS after ``--coarsen`` (``coarse_nodes``, ``coarse_edges``), the first level's
+clusters (``clusters_first_level``, the count clustering across rank blocks keeps
+independent of the ranks) and their ratios to the 2-rank ones; each rank's clustering
+work (adjacency entries scanned, values sent, exchanges: the largest rank's and the
+mean); the wall time; the peak RSS summed over the ranks, and per directed edge of
+the symmetric view.
 """
 import argparse
 import json
@@ -74,18 +77,25 @@ def sweep(raw: str, work: str, a) -> dict:
         out["runs"][str(r)] = {
             "edge_cut_fraction": round(res["edge_cut"] / res["num_edges"], 4),
             "coarse_nodes": res.get("coarse_nodes"), "coarse_edges": res.get("coarse_edges"),
+            "clusters_first_level": (res.get("coarsening_levels") or [{}])[0].get("clusters"),
+            "levels": len(res.get("coarsening_levels") or []),
             "partition_s": round(sum(res["timings_s"].values()), 2),
             "peak_rss_bytes_sum": res["peak_rss_bytes_sum"],
             "peak_rss_bytes_per_directed_edge": round(res["peak_rss_bytes_sum"] / (2 * res["num_edges"]), 1),
         }
+        counted = res.get("coarsening_work") or {}
+        for k, per in sorted(counted.items()):    # each rank's clustering work: the largest and the mean
+            out["runs"][str(r)][f"lp_{k}_max_rank"] = max(per)
+            out["runs"][str(r)][f"lp_{k}_mean_rank"] = round(sum(per) / len(per))
         shutil.rmtree(parts, ignore_errors=True)
     runs = out["runs"]
     first = runs[min(runs, key=int)]
     kcut = out.get("kaminpar", {}).get("edge_cut_fraction")
     for row in runs.values():
         row["cut_ratio_vs_fewest_ranks"] = round(row["edge_cut_fraction"] / max(first["edge_cut_fraction"], 1e-9), 3)
-        if row["coarse_nodes"] and first["coarse_nodes"]:
-            row["coarse_nodes_ratio_vs_fewest_ranks"] = round(row["coarse_nodes"] / first["coarse_nodes"], 3)
+        for k in ("coarse_nodes", "clusters_first_level"):
+            if row.get(k) and first.get(k):
+                row[f"{k}_ratio_vs_fewest_ranks"] = round(row[k] / first[k], 3)
         if kcut:
             row["cut_ratio_vs_kaminpar"] = round(row["edge_cut_fraction"] / kcut, 3)
     return out

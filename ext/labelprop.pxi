@@ -19,6 +19,9 @@ cdef extern from "label_prop.h" nogil:
                         const int64_t *before)
     void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids)
     int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before)
+    int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                        const int64_t *w, int32_t *clab, int64_t *cw, const int64_t *cid, int64_t bound,
+                        const int64_t *blocks, int64_t nblocks, uint64_t seed, int up, int64_t *scanned)
 
 
 cdef const int64_t *_weights(const int64_t[::1] adjwgt, const int64_t[::1] adjncy, str who) except? NULL:
@@ -151,3 +154,33 @@ def ghost_prefix(const uint64_t[::1] bits, int64_t[::1] before):
     with nogil:
         total = hg_ghost_prefix(&bits[0], bits.shape[0], &before[0])
     return int(total)
+
+
+def lp_sweep(const int64_t[::1] xadj, const int64_t[::1] adjncy, const int64_t[::1] w, int32_t[::1] clab,
+             int64_t[::1] cw, const int64_t[::1] cid, int64_t bound, const int64_t[::1] blocks, uint64_t seed,
+             const int64_t[::1] adjwgt=None, bint up=False):
+    """One LP sweep over the vertex blocks ``blocks`` (256 local vertices each) of a CSR
+    in ghost-table indices: ``clab`` (int32 cluster of every table entry; own entries
+    updated) and ``cw`` (cluster weights; arrivals added) in place; ``cid``: each
+    cluster's global id (ties go by a seeded hash of it); ``up``: moves only to clusters
+    whose hash is above the vertex's own cluster's.  Returns
+    ``(moves, adjacency entries scanned)``."""
+    cdef int64_t n = xadj.shape[0] - 1
+    cdef int64_t m, scanned = 0
+    if n <= 0 or blocks.shape[0] == 0:
+        return 0, 0
+    if w.shape[0] != n or clab.shape[0] < n:
+        raise ValueError("lp_sweep: w and clab need one entry per local vertex")
+    if cid.shape[0] != cw.shape[0]:
+        raise ValueError("lp_sweep: cid and cw need one entry per cluster")
+    if int(np.max(blocks)) * 256 >= n or int(np.min(blocks)) < 0:
+        raise ValueError("lp_sweep: a block lies outside the local vertices")
+    cdef const int64_t *pa = &adjncy[0] if adjncy.shape[0] else NULL
+    cdef const int64_t *pwt = _weights(adjwgt, adjncy, "lp_sweep")
+    with nogil:
+        m = hg_lp_sweep(n, &xadj[0], pa, pwt, &w[0], &clab[0], &cw[0] if cw.shape[0] else NULL,
+                        &cid[0] if cid.shape[0] else NULL, bound,
+                        &blocks[0], blocks.shape[0], seed, up, &scanned)
+    if m < 0:
+        raise MemoryError("lp_sweep: out of memory")
+    return int(m), int(scanned)

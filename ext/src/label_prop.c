@@ -272,3 +272,47 @@ int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before) {
     }
     return total;
 }
+
+int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                    const int64_t *w, int32_t *clab, int64_t *cw, const int64_t *cid, int64_t bound,
+                    const int64_t *blocks, int64_t nblocks, uint64_t seed, int up, int64_t *scanned) {
+    if (n <= 0 || nblocks <= 0) return 0;
+    int64_t maxdeg = 0;
+    for (int64_t bi = 0; bi < nblocks; bi++) {
+        int64_t v0 = blocks[bi] * BLK, v1 = v0 + BLK < n ? v0 + BLK : n;
+        for (int64_t v = v0; v < v1; v++) if (xadj[v + 1] - xadj[v] > maxdeg) maxdeg = xadj[v + 1] - xadj[v];
+    }
+    counter cnt = {0};
+    if (counter_init(&cnt, maxdeg) < 0) { counter_free(&cnt); return -1; }
+    uint64_t state = mix(seed * 0x2545F4914F6CDD1DULL + 3);
+    int64_t moved = 0, edges = 0;
+    for (int64_t bi = 0; bi < nblocks; bi++) {
+        int64_t v0 = blocks[bi] * BLK, v1 = v0 + BLK < n ? v0 + BLK : n, eend = xadj[v1];
+        edges += eend - xadj[v0];
+        for (int64_t v = v0; v < v1; v++) {
+            counter_size(&cnt, xadj[v + 1] - xadj[v]);
+            for (int64_t e = xadj[v]; e < xadj[v + 1]; e++) {
+                if (e + PF < eend) __builtin_prefetch(&clab[adjncy[e + PF]]);
+                counter_add(&cnt, clab[adjncy[e]], adjwgt ? adjwgt[e] : 1);
+            }
+            int32_t cur = clab[v], best = cur;
+            int64_t bestr = counter_get(&cnt, cur);
+            uint64_t besth = 0, hcur = up ? mix((uint64_t)cid[cur] ^ state) : 0;
+            for (int64_t t = 0; t < cnt.nused; t++) {
+                int32_t s = cnt.used[t], c = cnt.key[s];
+                int64_t rc = cnt.val[s];
+                if (c == cur || rc < bestr) continue;
+                if (rc == bestr && best == cur) continue;
+                if (cw[c] + w[v] > bound) continue;
+                uint64_t h = mix((uint64_t)cid[c] ^ state);
+                if (up && h <= hcur) continue;
+                if (rc > bestr || h > besth) { best = c; bestr = rc; besth = h; }
+            }
+            counter_clear(&cnt);
+            if (best != cur) { cw[best] += w[v]; clab[v] = best; moved++; }
+        }
+    }
+    counter_free(&cnt);
+    *scanned = edges;
+    return moved;
+}

@@ -56,4 +56,22 @@ int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before);
 
 /* Undo hg_ghost_local: i < n -> lo + i, else ids[i - n] (the ghosts' sorted global ids). */
 void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids);
+
+/* One sweep of size-constrained LP over the vertex blocks `blocks` (BLK = 256
+ * consecutive local vertices each, visited in the given order) of the n local vertices
+ * of a CSR whose adjncy holds table indices (own vertices [0, n), then ghosts).
+ * clab[i]: the cluster (a compact index) of table entry i; this rank's entries
+ * clab[0:n] are updated as vertices move.  cw[c]: cluster c's weight when the sweep
+ * began plus the weight that joined it during the sweep (leaving does not lower it:
+ * another rank may fill the room, and the owner accepts arrivals on the weight at
+ * the start).  A vertex joins the neighbouring cluster with the largest edge weight
+ * to it (ties broken by a seeded hash of its global id cid[c], the same choice on
+ * every rank; staying put on a tie with its own) if
+ * cw + w[v] <= bound; with `up`, only to a cluster whose hash is above its own's (two
+ * vertices on different ranks cannot swap clusters, nor two clusters each other's
+ * members, in the same sweep).  *scanned receives the adjacency entries read.  Returns the
+ * number of moves, or -1 when out of memory. */
+int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
+                    const int64_t *w, int32_t *clab, int64_t *cw, const int64_t *cid, int64_t bound,
+                    const int64_t *blocks, int64_t nblocks, uint64_t seed, int up, int64_t *scanned);
 #endif

@@ -60,11 +60,13 @@ def _fanouts(text: str, rank: int) -> list[int]:
 
 def _coarse(info: dict) -> dict:
     """The graph ParMETIS partitioned after ``--coarsen lp`` (none without it): its
-    vertices and adjacency entries, and the clustering's levels with their sizes."""
+    vertices and adjacency entries, the clustering's levels with their sizes, and each
+    rank's work clustering across rank blocks (adjacency entries scanned, values sent,
+    exchanges; lists in rank order)."""
     if not info:
         return {}
     return {"coarse_nodes": info["clusters"], "coarse_edges": info["cluster_edges"],
-            "coarsening_levels": info["levels"]}
+            "coarsening_levels": info["levels"], "coarsening_work": info.get("per_rank", {})}
 
 
 def run(args) -> int:

@@ -14,7 +14,7 @@ over the graph's ids (1 bit per vertex, plus a count per 64: 0.25 bytes per vert
 of the whole graph, the one such table, held until :meth:`~Ghosts.to_local`).
 :meth:`Ghosts.values` is one all-to-all (and an allreduce of its round count): each
 owner sends the values of the vertices the others asked for once, when the ghosts
-were found.  The rewrites are compiled (``ext/src/label_prop.c``).
+were found; :meth:`Ghosts.changed_values` sends only those of the vertices that changed.  The rewrites are compiled (``ext/src/label_prop.c``).
 """
 from __future__ import annotations
 
@@ -99,3 +99,22 @@ class Ghosts:
             return np.empty((0,) + local.shape[1:], dtype=local.dtype)
         send = np.ascontiguousarray(local[self.send_idx])
         return alltoallv_grouped(self.comm, send, self.send_counts, self.recv_counts)
+
+    def changed_values(self, local: np.ndarray, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Collective: the values of the ghosts whose owners flag them in ``changed`` (one
+        bool per own vertex): ``(their indices among the ghosts, in ids order, values)``.
+        Sends only the flagged vertices, to the ranks that read them."""
+        local = np.asarray(local)
+        size = self.comm.Get_size()
+        if size == 1:
+            return np.empty(0, dtype=np.int64), np.empty((0,) + local.shape[1:], dtype=local.dtype)
+        pos = np.flatnonzero(np.asarray(changed, dtype=bool)[self.send_idx])
+        bounds = np.concatenate([[0], np.cumsum(self.send_counts)])
+        dest = np.searchsorted(bounds, pos, side="right") - 1
+        counts = np.bincount(dest, minlength=size).astype(np.int64)
+        recv = exchange_counts(self.comm, counts)
+        within = alltoallv_grouped(self.comm, (pos - bounds[dest]).astype(np.int64), counts, recv)
+        vals = alltoallv_grouped(self.comm, np.ascontiguousarray(local[self.send_idx[pos]]), counts, recv)
+        start = np.concatenate([[0], np.cumsum(self.recv_counts)[:-1]])
+        return start[np.repeat(np.arange(size), recv)] + within, vals
+

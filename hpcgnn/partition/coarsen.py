@@ -8,9 +8,11 @@ symmetric view with a few rounds of label propagation: each vertex joins the
 neighbouring cluster with the most edges to it, provided the cluster's weight (the
 first constraint column, node counts) stays below
 ``U = max(1, total / (nparts * cluster_factor))``, so no cluster is too heavy for
-the balance constraints.  Clusters are formed inside each rank's vertex block
-(vertices only join clusters of neighbours on the same rank), which needs no
-communication while clustering and makes every rank the owner of its clusters.
+the balance constraints.  On several ranks a vertex may join a cluster of a
+neighbour on another rank (:mod:`.cross_lp`: ghost labels exchanged, cluster weights
+agreed by the clusters' owners), so the clusters, the cluster graph and the cut do
+not depend on how many ranks split the vertex ids; on one rank (and on a gathered
+cluster graph) the compiled kernel clusters the whole graph alone.
 
 The clusters are contracted into a weighted graph (vertex weights: the sums of every
 constraint column; edge weights: the number of symmetric-view edges between two
@@ -28,8 +30,8 @@ label-propagation refinement (:func:`refine`) move single vertices to the part w
 the most edge weight to them, within the balance bound of every constraint.
 The rebalancing pass (:mod:`.balance`) then evens out 0/1 columns as before.
 
-The compiled kernels are ``hpcgnn._ext.lp_cluster`` and ``contract_clusters``
-(``ext/src/label_prop.c``).
+The compiled kernels are ``hpcgnn._ext.lp_cluster``, ``lp_sweep`` and
+``contract_clusters`` (``ext/src/label_prop.c``).
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from ..comm.ghosts import Ghosts
 from ..comm.mpi import MPI
 from ..errors import InputError
 from .arrays import stable_argsort
+from .cross_lp import Projection, contract_across, cross_lp_clusters
 from .parmetis import part_kway
 
 #: Coarsening methods accepted by ``partition_graph(coarsen=...)``; ``auto`` is ``lp``
@@ -55,8 +58,12 @@ AUTO_LP_NODES = 1_000_000
 #: Default LP sweeps and cluster bound divisor.
 LP_ROUNDS = 10
 CLUSTER_FACTOR = 256
-#: Most sweeps of label-propagation refinement at each level after projecting the parts back.
+#: Most sweeps of label-propagation refinement at each level after projecting the parts
+#: back: ``REFINE_ROUNDS + REFINE_PER_RANK * ranks`` (each rank fills 1/ranks of a part's
+#: free room per sweep, so more ranks need more sweeps: at 8 ranks 12 left the cut 11%
+#: worse than at 2 on a generated 200k-node graph; it stops early once moves are rare).
 REFINE_ROUNDS = 12
+REFINE_PER_RANK = 2
 #: Most levels of clustering; a level that keeps more than ``MIN_SHRINK`` of the
 #: previous level's vertices ends the coarsening, and so does a level with at most
 #: ``COARSEST_PER_PART`` vertices per part (as KaMinPar's contraction limit).
@@ -88,7 +95,8 @@ def resolve_coarsen(coarsen: str, num_nodes: int) -> str:
 
 def lp_clusters(comm, vtxdist, xadj, adjncy, w0, nparts: int, seed: int, rounds: int = LP_ROUNDS,
                 cluster_factor: int = CLUSTER_FACTOR, adjwgt=None, total: int | None = None, ghosts=None):
-    """Collective: LP clusters of this rank's vertices.
+    """Collective: LP clusters of this rank's vertices, formed inside its block (neighbours on
+    other ranks are not read): the whole graph's clusters on one rank.
 
     Returns ``(label, cdist)``: ``label`` the local cluster of each local vertex
     (``[0, k)``), ``cdist`` the cluster distribution (rank ``r`` owns global clusters
@@ -175,7 +183,7 @@ def contract(comm, vtxdist, xadj, adjncy, label, cdist, weights: list[np.ndarray
 
 
 def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
-           rounds: int = REFINE_ROUNDS, adjwgt=None, ghosts=None) -> int:
+           rounds: int | None = None, adjwgt=None, ghosts=None) -> int:
     """Collective: k-way label-propagation refinement of ``parts`` (in place).
 
     ``w``: ``(n, ncon)`` vertex weights (every balance constraint).  Each round
@@ -187,6 +195,7 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     bounds hold after all ranks moved.
     Stops early once fewer than 0.1% of the vertices move.  Returns the number of moves."""
     R = comm.Get_size()
+    rounds = REFINE_ROUNDS + REFINE_PER_RANK * R if rounds is None else rounds
     w = np.ascontiguousarray(np.asarray(w, dtype=np.int64).reshape(len(xadj) - 1, -1))
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
     own = ghosts is None
@@ -252,11 +261,12 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     t0 = time.perf_counter()
     adjncy = np.require(adjncy, np.int64, ["C", "W"])     # rewritten in place: a copy if read-only
     clock = {"lp": 0.0, "contract": 0.0}
+    work = {"edges_scanned": 0, "values_sent": 0, "exchanges": 0, "moves_rejected": 0}     # this rank's, across rank blocks
     levels, sizes, restore = [], [], []
     try:
         cur, dist, gx, ga, gw, vw = _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds,
                                              cluster_factor, max_levels, levels, sizes, restore, clock,
-                                             keep_adjncy)
+                                             keep_adjncy, work)
         t2 = time.perf_counter()
         ncon = len(weights)
         ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
@@ -280,12 +290,13 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
             "inter_cluster_edge_fraction": round(sizes[0]["edge_weight"] / max(1, nedge), 4),
             "lp_s": round(float(tmax[0]), 3), "contract_s": round(float(tmax[1]), 3),
             "parmetis_s": round(float(tmax[2]), 3), "refine_moves": int(moved),
-            "refine_s": round(float(tmax[3]), 3), "total_s": round(time.perf_counter() - t0, 3)}
+            "refine_s": round(float(tmax[3]), 3), "total_s": round(time.perf_counter() - t0, 3),
+            "per_rank": {k: comm.allgather(int(v)) for k, v in sorted(work.items())}}
     return parts, info
 
 
 def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster_factor, max_levels,
-             levels, sizes, restore, clock, keep_adjncy):
+             levels, sizes, restore, clock, keep_adjncy, work):
     """Collective: cluster and contract level by level (``levels``, ``sizes`` and
     ``restore`` filled as it goes); returns the coarsest graph ``(comm, dist, xadj,
     adjncy, adjwgt, vertex weight columns)`` in global ids.  Each distributed level's
@@ -297,28 +308,34 @@ def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster
     n_all = int(vtxdist[-1])
     cur = comm
     dist, gx, ga, gw, vw = vtxdist, xadj, adjncy, None, [np.asarray(c) for c in weights]
+    bound = max(1, total // (max(1, nparts) * cluster_factor))
     for level in range(max(1, max_levels)):
         t = time.perf_counter()
         gh = Ghosts(cur, dist, ga)
         gh.to_local(ga)
         if level == 0 and keep_adjncy:
             restore.append((gh, ga))
-        label, cdist = lp_clusters(cur, dist, gx, ga, vw[0], nparts, seed + level, rounds, cluster_factor,
-                                   adjwgt=gw, total=total, ghosts=gh)
+        label, cdist, done = _clusters(cur, dist, gx, ga, vw[0], bound, nparts, seed + level, rounds,
+                                       cluster_factor, gw, total, gh, work)
         t1 = time.perf_counter()
         clock["lp"] += t1 - t
         K = int(cdist[-1])
         if level > 0 and K > MIN_SHRINK * int(dist[-1]):
             gh.to_global(ga)
             break                     # no longer shrinking: partition this level
-        cx, ca, cw, cv = contract(cur, dist, gx, ga, label, cdist, vw, adjwgt=gw, ghosts=gh)
+        if cur.Get_size() > 1:
+            cx, ca, cw, cv = contract_across(cur, cdist, gx, ga, label, gh, vw, adjwgt=gw, counters=work)
+        else:
+            cx, ca, cw, cv = contract(cur, dist, gx, ga, label, cdist, vw, adjwgt=gw, ghosts=gh)
         if level > 0 or not keep_adjncy:
             gh.drop_ids()             # refinement reads the ghosts' parts: it needs no ids
-        levels.append((cur, dist, gx, ga, gw, np.stack(vw, axis=1), label, gh))
+        proj = Projection(cur, cdist, label if cur.Get_size() > 1 else label + cdist[cur.Get_rank()])
+        levels.append((cur, dist, gx, ga, gw, np.stack(vw, axis=1), proj, gh))
         dist, gx, ga, gw, vw = cdist, cx, ca, cw, [cv[:, j] for j in range(cv.shape[1])]
         ne = all_sum(cur, len(ca))
         sizes.append({"clusters": K, "cluster_edges": int(ne), "edge_weight": all_sum(cur, int(cw.sum())),
-                      "gathered": cur.Get_size() == 1 and comm.Get_size() > 1})
+                      "gathered": cur.Get_size() == 1 and comm.Get_size() > 1, "lp_rounds": done,
+                      "across_ranks": cur.Get_size() > 1})
         if cur.Get_size() > 1 and ne <= gather_max:
             levels.append(("gather", cur, dist))
             gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
@@ -330,6 +347,25 @@ def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster
     return cur, dist, gx, ga, gw, vw
 
 
+def _clusters(comm, dist, xadj, adjncy, w0, bound, nparts, seed, rounds, cluster_factor, adjwgt, total, ghosts,
+              work):
+    """Collective: one level's clusters, across rank blocks on several ranks
+    (:func:`.cross_lp.cross_lp_clusters`), by the local kernel on one; returns
+    ``(label, cdist, rounds run)`` (``label``: global cluster ids on several ranks, this
+    rank's ``[0, k)`` on one)."""
+    if comm.Get_size() > 1:
+        with agreed(comm):
+            if ghosts.size >= LOCAL_LIMIT:    # the sweep's table indices are int32
+                raise InputError(f"coarsen: a rank holds {ghosts.size} vertices and ghosts; label propagation "
+                                 f"takes at most {LOCAL_LIMIT - 1} (2^31-2) per rank: run on more ranks "
+                                 f"(rank {comm.Get_rank()})")
+        return cross_lp_clusters(comm, dist, xadj, adjncy, w0, bound, seed, rounds, ghosts, adjwgt=adjwgt,
+                                 counters=work)
+    label, cdist = lp_clusters(comm, dist, xadj, adjncy, w0, nparts, seed, rounds, cluster_factor,
+                               adjwgt=adjwgt, total=total, ghosts=ghosts)
+    return label, cdist, rounds
+
+
 def _refine_up(levels, parts, nparts, ub, seed):
     """Collective: the coarsest graph's ``parts`` projected back level by level, each
     refined; returns ``(parts of this rank's input vertices, moves)``."""
@@ -339,7 +375,7 @@ def _refine_up(levels, parts, nparts, ub, seed):
             _, c, d = entry
             parts = np.ascontiguousarray(parts[int(d[c.Get_rank()]):int(d[c.Get_rank() + 1])])
             continue
-        c, d, x, a, w, vwl, label, gh = entry
-        parts = np.ascontiguousarray(parts[label], dtype=np.int64)
+        c, d, x, a, w, vwl, proj, gh = entry
+        parts = proj(parts)
         moved += refine(c, d, x, a, parts, vwl, nparts, ub, seed, adjwgt=w, ghosts=gh)
     return parts, moved

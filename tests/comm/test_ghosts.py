@@ -45,6 +45,21 @@ def test_rewrite_round_trips_and_values_arrive(block):
 
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
+def test_only_the_changed_values_travel(block):
+    comm, rank, size, vtxdist, adjncy = block
+    lo, hi = int(vtxdist[rank]), int(vtxdist[rank + 1])
+    gh = Ghosts(comm, vtxdist, adjncy)
+    changed = np.arange(lo, hi) % 3 == 0
+    idx, vals = gh.changed_values(5 * np.arange(lo, hi, dtype=np.int64), changed)
+    flagged = gh.ids % 3 == 0                                   # the ghosts whose owners changed them
+    assert np.array_equal(np.sort(idx), np.flatnonzero(flagged))
+    assert np.array_equal(vals, 5 * gh.ids[idx])
+    idx, vals = gh.changed_values(np.arange(lo, hi), np.zeros(hi - lo, dtype=bool))
+    assert len(idx) == 0 and len(vals) == 0
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
 def test_an_id_outside_the_graph_ends_every_rank(block):
     comm, rank, size, vtxdist, adjncy = block
     if rank == size - 1:
