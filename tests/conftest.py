@@ -10,6 +10,7 @@
   at its launch), and with ``HPCGNN_TEST_LAUNCH_LOG`` set each launch is appended to
   that file for ``tests/launch_count.py``, which holds the count under its limit.
 """
+import ast
 import os
 import subprocess
 import sys
@@ -93,6 +94,17 @@ def clean_mpi_env(extra=None, gpus=False):
     if extra:
         env.update(extra)
     return env
+
+
+def modules_loaded(code: str, roots) -> list[str]:
+    """The modules under the top-level packages ``roots`` that a fresh Python process has
+    loaded after running ``code`` (what a command's imports pull in; a plain process,
+    not a launch)."""
+    probe = f"{code}\nimport sys; print(sorted(m for m in sys.modules if m.split('.')[0] in {tuple(roots)!r}))"
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         env=clean_mpi_env())
+    assert res.returncode == 0, res.stderr
+    return ast.literal_eval(res.stdout.strip().splitlines()[-1])
 
 
 def mpi_launch(n, argv, timeout=120, env=None, mca=(), gpus=False):
