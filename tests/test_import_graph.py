@@ -184,6 +184,18 @@ def test_mpi_reductions_and_the_lock_stay_in_comm():
     assert found == MPI_BY_HAND, f"fewer now: lower MPI_BY_HAND to {found}"
 
 
+def test_no_pickled_reduction_blocks_the_watchdog():
+    """mpi4py's pickled ``allreduce``/``reduce``/``scan`` hold the GIL while they wait
+    for the other ranks, so the watchdog thread cannot run and a dead peer goes
+    unnamed (the launcher kills the survivor first): reductions use buffers."""
+    import re
+
+    pattern = re.compile(r"\.(allreduce|scan|exscan)\(|\.reduce\([^()]*\b(op|root)=")
+    found = {os.path.relpath(path, ROOT): len(pattern.findall(open(path).read()))
+             for path in _modules().values()}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
 def test_hdf5_files_are_opened_only_in_io():
     """Every HDF5 file of the package is opened through hpcgnn.io (``open_h5``,
     ``open_mpio``): no ``h5py.File(`` call outside hpcgnn/io/ (a type annotation

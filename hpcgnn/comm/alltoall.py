@@ -64,7 +64,9 @@ def alltoallv_grouped(comm, buf: np.ndarray, send_counts: np.ndarray, recv_count
     if row_bytes == 0:
         return out
     local_bytes = max(int(send_counts.sum()), int(recv_counts.sum())) * row_bytes
-    rounds = max(1, -(-comm.allreduce(local_bytes, op=MPI.MAX) // MAX_ROUND_BYTES))
+    most = np.array([local_bytes], dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, most, op=MPI.MAX)    # (mpi4py's pickled allreduce holds the GIL while it waits)
+    rounds = max(1, -(-int(most[0]) // MAX_ROUND_BYTES))
     sbytes = buf.reshape(-1).view(np.uint8) if buf.size else np.empty(0, np.uint8)
     rbytes = out.reshape(-1).view(np.uint8) if out.size else np.empty(0, np.uint8)
     soff = np.concatenate([[0], np.cumsum(send_counts)])

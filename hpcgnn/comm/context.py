@@ -17,6 +17,7 @@ import socket
 from ..errors import InputError, LayoutError
 from . import failure, peers, rss, watchdog
 from .agree import raise_if_any
+from .collectives import all_min
 from .layout import ROLES, Layout, describe_plan, plan_roles
 from .mpi import MPI
 
@@ -219,7 +220,7 @@ def host_assignment(world, ranks_per_node=None) -> list[int]:
         err, rpn = e, None
     raise_if_any(world, err)
     shared = world.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
-    leader = shared.allreduce(rank, op=MPI.MIN)
+    leader = all_min(shared, rank)
     shared.Free()
     leaders = world.allgather(leader)
     if rpn is None:

@@ -12,6 +12,7 @@ import numpy as np
 from mpi4py.util import dtlib
 
 from ..io.h5 import open_mpio
+from .collectives import all_min
 from .mpi import MPI
 
 
@@ -67,7 +68,7 @@ def fetch_ok(comm, dtype) -> bool:
         finally:
             win.Free()
         ok = np.array_equal(got, ((np.arange(1, 3) + 7 * target + 1) % 100).astype(dt))
-        _FETCH_OK[key] = bool(comm.allreduce(int(ok), op=MPI.MIN))
+        _FETCH_OK[key] = bool(all_min(comm, int(ok)))
     return _FETCH_OK[key]
 
 

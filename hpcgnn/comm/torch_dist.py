@@ -54,6 +54,7 @@ from .. import logs
 from ..pyg_tmp import use_private_tmpdir
 from . import watchdog
 from .agree import agreed
+from .collectives import all_max, all_min
 from .mpi import MPI
 
 _LOOPBACK = "127.0.0.1"
@@ -135,7 +136,7 @@ def _one_host(tc) -> bool:
         mine = host.Get_size() == tc.Get_size()
     finally:
         host.Free()
-    return bool(tc.allreduce(int(mine), op=MPI.MIN))
+    return bool(all_min(tc, int(mine)))
 
 
 def _reserve(tc):
@@ -296,7 +297,7 @@ def export_env(ctx) -> None:
 
     use_private_tmpdir()
     tc = ctx.trainer_comm
-    off = tc.allreduce(int(os.environ.get("HPCGNN_TORCH_ENV", "1").strip() == "0"), op=MPI.MAX)
+    off = all_max(tc, int(os.environ.get("HPCGNN_TORCH_ENV", "1").strip() == "0"))
     if off:                                   # the same decision on every trainer
         return
     _drop_reservation()

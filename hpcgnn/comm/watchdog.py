@@ -10,7 +10,11 @@ was waited for; a wait on a rank of this host whose process is gone ends it at
 once (within :data:`TICK_S`), naming that rank, before the launcher tears the job
 down with a line of its own that names no role (so do :func:`watching` phases).
 A collective ends once a member has been gone :data:`COLLECTIVE_GRACE_S`, at once
-while last words are armed (a trainer's steps).  Before the process ends, its
+while last words are armed (a trainer's steps).  In a phase, the SIGTERM with which
+the launcher begins tearing the job down wakes the thread at once (through Python's
+signal wake-up descriptor, even while the main thread is inside MPI): a peer already
+gone is named then, instead of dying unnamed a tick later; with no peer gone the
+rank ends as SIGTERM's default would (``scancel``).  Before the process ends, its
 last words (:mod:`.lastwords`) run.
 MPI calls release the GIL, so the thread runs while the waiting thread is blocked
 inside MPI.
@@ -20,6 +24,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -71,7 +77,57 @@ def watching(what: str):
     which no rank may leave: a rank of this host whose process is gone ends the job
     with one line naming it and ``what`` this rank was doing (the launcher's own line
     names no role).  No time limit (a phase may take hours)."""
+    _wake_on_term()
     return _registered(_waits, ("phase", what, (), None))
+
+
+_wake_r: int | None = None      # read end of the signal wake-up pipe (None: plain ticks)
+
+
+def _term(signum, frame) -> None:
+    """SIGTERM during a phase, on the main thread: the watchdog thread (woken by the
+    same signal) either names a gone peer or ends this rank; nothing to do here."""
+
+
+def _wake_on_term() -> None:
+    """Main thread, SIGTERM at its default: catch it, and have every signal write its
+    number to a pipe the watchdog thread waits on (unless the wake-up descriptor is
+    already someone else's, e.g. an asyncio loop's)."""
+    global _wake_r
+    if _wake_r is not None or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    if signal.set_wakeup_fd(w, warn_on_full_buffer=False) != -1:    # not ours to take
+        signal.set_wakeup_fd(-1)
+        os.close(r)
+        os.close(w)
+        return
+    signal.signal(signal.SIGTERM, _term)
+    _wake_r = r
+
+
+
+def _nap(seconds: float) -> None:
+    """Sleep for ``seconds``, or until a signal arrives; on SIGTERM, :func:`_on_term`."""
+    if _wake_r is None:
+        time.sleep(seconds)
+        return
+    if select.select([_wake_r], [], [], seconds)[0] and signal.SIGTERM in os.read(_wake_r, 64):
+        _on_term()
+
+
+def _on_term() -> None:
+    """A SIGTERM in a phase: the launcher ends the job because a rank died (name it,
+    if it is on this host), or the batch system cancels it (end as its default would)."""
+    with _lock:
+        phases = [w for w in _waits.values() if w[1] == "phase"]
+    gone = gone_among(())
+    if gone is not None and phases:
+        _end_job(timeout_s(), phases[0][0], phases[0][2], (), line=gone_line(gone, phases[0][2], phase=True))
+    if signal.getsignal(signal.SIGTERM) is _term:        # not taken over since (initialize's stop requests)
+        os._exit(128 + signal.SIGTERM)
 
 
 @contextmanager
@@ -122,7 +178,7 @@ def _watch() -> None:
     global _last_look, _stopped_for
     limit = timeout_s()
     while True:
-        time.sleep(min(TICK_S, limit / 20))
+        _nap(min(TICK_S, limit / 20))
         now = time.monotonic()
         if _last_look is not None and now - _last_look > STOPPED_S:
             _stopped_for = max(_stopped_for, now - _last_look)

@@ -223,7 +223,8 @@ def _world_ranks(tag: str) -> dict:
 @pytest.mark.slow
 def test_a_rank_killed_while_partitioning_is_named(tmp_path):
     """A rank of ``hpcgnn partition`` killed mid-run: the survivor's first line names
-    it, by its command (only Open MPI's line, with no role, said so before)."""
+    it, by its command (only Open MPI's line, with no role, said so before), even
+    when the launcher's SIGTERM reaches the survivor before its watchdog's next look."""
     from conftest import clean_mpi_env
 
     raw = str(tmp_path / "g.h5")
@@ -237,7 +238,13 @@ def test_a_rank_killed_while_partitioning_is_named(tmp_path):
             if out.exists():
                 break
             time.sleep(0.05)
-        os.kill(_world_ranks(raw)[1], signal.SIGKILL)
+        ranks = _world_ranks(raw)
+        os.kill(ranks[1], signal.SIGKILL)
+        for _ in range(1200):                          # reaped by the launcher, which then sends SIGTERM
+            if not os.path.exists(f"/proc/{ranks[1]}"):
+                break
+            time.sleep(0.005)
+        os.kill(ranks[0], signal.SIGTERM)              # ... sent here at once, as the fastest launcher would
         text, _ = job.communicate(timeout=200)
     finally:
         if job.poll() is None:

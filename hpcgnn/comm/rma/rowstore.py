@@ -55,6 +55,7 @@ from ...errors import InputError
 from . import hugepages, readstats, rowchecks as rs, transfers as _transfers
 from .. import probes, watchdog as _watchdog
 from ..agree import agreed
+from ..collectives import all_min
 from .datatypes import ALIGN as _ALIGN, MAX_OP_BYTES, default_owners as _default_owners, element_type as _element_type
 from ..mpi import MPI, serialized
 from .facts import RowFacts
@@ -202,7 +203,7 @@ class RowStore(RowWrites, RowFacts):
         dom_rank = MPI.Group.Translate_ranks(wgroup, [int(o) for o in self._owners], dgroup)
         dgroup.Free()
         wgroup.Free()
-        leaders = world.allgather(self._domain.allreduce(self.rank, op=MPI.MIN))
+        leaders = world.allgather(all_min(self._domain, self.rank))
         self._multi_host = len(set(leaders)) > 1
         return dom_rank, leaders
 
