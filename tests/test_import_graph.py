@@ -126,6 +126,9 @@ def test_tests_mirror_the_package():
                 and rel not in packages | {"e2e"}:
             misplaced.append(rel)
     assert misplaced == [], f"test directories with no package of that name in hpcgnn/: {misplaced}"
+    names = [f for _, _, files in os.walk(tests) for f in files if f.startswith("test_") and f.endswith(".py")]
+    # pytest imports test files by their base name: two alike stop the whole collection
+    assert sorted({f for f in names if names.count(f) > 1}) == [], "test files sharing a name"
     assert not [f for f in os.listdir(tests) if f.startswith("test_") and f.endswith("_mpi.py")
                 and os.path.isdir(os.path.join(ROOT, f[5:-7]))], "a package's tests belong in its folder"
 
