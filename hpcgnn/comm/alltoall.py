@@ -101,7 +101,8 @@ def alltoallv_grouped(comm, buf: np.ndarray, send_counts: np.ndarray, recv_count
 def alltoallv(comm, dest, *arrays: np.ndarray, return_counts: bool = False):
     """Collective: send row ``i`` of every array in ``arrays`` to rank ``dest[i]``.
 
-    All arrays have ``len(dest)`` rows (any trailing shape, any fixed-size dtype).
+    All arrays have ``len(dest)`` rows (any trailing shape, any fixed-size dtype, the
+    same on every rank, an empty array's too: rows are received as this rank's dtype).
     Returns the received arrays (same dtypes and trailing shapes), rows grouped by
     source rank in rank order, each group in the sender's order; with
     ``return_counts`` also the number of rows received from each rank.

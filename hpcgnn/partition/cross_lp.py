@@ -9,15 +9,17 @@ may join any neighbour's cluster:
   and is owned by the rank owning that vertex; the owner keeps its weight.
 * Each round visits this rank's vertex blocks (256 consecutive vertices) in a seeded
   random order, in slices (more, the more ranks: ``CHUNKS``).  Per slice: the
-  weights of every cluster the
-  rank's vertices and ghosts name are summed at their owners and read back; the
+  weights of the clusters the slice's vertices and their neighbours are in are read
+  from their owners (so a round reads about as many as the rank has edges, not its
+  whole view once per slice); the
   compiled sweep (``_ext.lp_sweep``) moves vertices to the neighbouring cluster with
   the most edge weight to them while its weight plus this rank's arrivals stays
   within the bound; each rank sends its arrivals per cluster to the owner, which
   serves the ranks in an order that rotates with the slice, granting each as much
   weight as keeps the cluster's weight at the slice's start plus the granted
   arrivals within the bound; each rank keeps its first moves into the cluster (in
-  vertex order) that fit in its grant and undoes the rest; the labels that changed
+  vertex order) that fit in its grant and undoes the rest, and tells the owners
+  what its kept moves brought into and took out of their clusters; the labels that changed
   go to the ranks that hold those vertices as ghosts
   (:meth:`~hpcgnn.comm.ghosts.Ghosts.changed_values`).  Leaving a cluster never
   raises a weight, so no cluster ever exceeds the bound.
@@ -74,15 +76,10 @@ def _count(counters, **by):
 
 def _summed_at_owners(comm, dist, lo, n, ids, vals, counters):
     """Collective: per id this rank owns, the sum of ``vals`` every rank sent for it."""
-    (got, gv) = alltoallv(comm, owner_of(dist, ids), ids, vals)
+    # one dtype on every rank (alltoallv receives in the sender's): a bincount of nothing is int64
+    (got, gv) = alltoallv(comm, owner_of(dist, ids), ids, np.asarray(vals, dtype=np.float64))
     _count(counters, values_sent=2 * len(ids), exchanges=1)
     return np.bincount(got - lo, weights=gv, minlength=n)[:n].round().astype(np.int64)
-
-
-def _cluster_weights(comm, dist, lo, n, lab, w0, counters):
-    """Collective: the weight of each cluster this rank owns (by local id)."""
-    u, inv = np.unique(lab, return_inverse=True)
-    return _summed_at_owners(comm, dist, lo, n, u, np.bincount(inv, weights=w0, minlength=len(u)), counters)
 
 
 def _allowed(comm, dist, lo, own_w, bound, clusters, arrivals, rot, counters):
@@ -124,35 +121,63 @@ def _kept(cinv, wm, allowed):
     return keep
 
 
+def _seen(ctx, blocks, n):
+    """Independent: the sweep's vertices (``blocks`` of :data:`BLOCK`) and every table
+    index it reads a label at (those vertices and their neighbours)."""
+    v0 = blocks * BLOCK
+    v1 = np.minimum(v0 + BLOCK, n)
+    verts = _ranges(v0, v1)
+    xadj = ctx["xadj"]
+    return verts, np.concatenate([verts, ctx["adjncy"][_ranges(xadj[v0], xadj[v1])]])
+
+
+def _ranges(starts, ends):
+    """Independent: the concatenation of ``arange(s, e)`` for each pair."""
+    lens = ends - starts
+    if lens.sum() == 0:
+        return np.empty(0, dtype=np.int64)
+    return np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
+
+
 def _slice(comm, dist, lo, n, ctx, blocks, seed, rot, counters, up=False):
     """Collective: one slice of a round (the module's docstring); ``ctx`` holds the
-    graph and the labels (``lab`` own, ``glab`` own + ghosts), updated.  Returns moves."""
-    own_w = _cluster_weights(comm, dist, lo, n, ctx["lab"], ctx["w0"], counters)
-    uniq, inv = np.unique(ctx["glab"], return_inverse=True)
+    graph, the labels (``lab`` own, ``glab`` own + ghosts) and the weights of this
+    rank's clusters (``own_w``), updated.  Returns the moves kept."""
+    verts, seen = _seen(ctx, blocks, n)
+    uniq, inv = np.unique(ctx["glab"][seen], return_inverse=True)
+    own_w = ctx["own_w"]
     cw = query(comm, owner_of(dist, uniq), uniq, lambda ids: own_w[ids - lo])
     _count(counters, values_sent=2 * len(uniq), exchanges=2)
-    clab = inv.astype(np.int32)
-    del inv
-    _, scanned = _ext.lp_sweep(ctx["xadj"], ctx["adjncy"], ctx["w0"], clab, cw, uniq, ctx["bound"], blocks, seed,
-                               adjwgt=ctx["adjwgt"], up=up)
+    clab = ctx["clab"]
+    clab[seen] = inv                    # entries outside the slice's view are never read
+    del inv, seen
+    scanned = 0
+    with agreed(comm):                  # a kernel error (memory) ends every rank
+        _, scanned = _ext.lp_sweep(ctx["xadj"], ctx["adjncy"], ctx["w0"], clab, cw, uniq, ctx["bound"], blocks,
+                                   seed, adjwgt=ctx["adjwgt"], up=up)
     _count(counters, edges_scanned=scanned)
-    moved = np.flatnonzero(uniq[clab[:n]] != ctx["lab"])
-    new = uniq[clab[moved]]
-    del clab, cw
+    now = uniq[clab[verts]]
+    mv = now != ctx["lab"][verts]
+    moved, new = verts[mv], now[mv]
+    del cw, now, mv
     cu, cinv = np.unique(new, return_inverse=True)
     wm = ctx["w0"][moved]
     allowed = _allowed(comm, dist, lo, own_w, ctx["bound"], cu,
                        np.bincount(cinv, weights=wm, minlength=len(cu)).round().astype(np.int64), rot, counters)
     keep = _kept(cinv, wm, allowed)
     _count(counters, moves_rejected=len(keep) - int(np.count_nonzero(keep)))
-    ctx["lab"][moved[keep]] = new[keep]
-    ctx["glab"][:n] = ctx["lab"]
+    moved, new, wm = moved[keep], new[keep], wm[keep]
+    du, di = np.unique(np.concatenate([new, ctx["lab"][moved]]), return_inverse=True)
+    own_w += _summed_at_owners(comm, dist, lo, n, du,            # arrivals in, departures out
+                               np.bincount(di, weights=np.concatenate([wm, -wm]), minlength=len(du)), counters)
+    ctx["lab"][moved] = new
+    ctx["glab"][moved] = new
     changed = np.zeros(n, dtype=bool)
-    changed[moved[keep]] = True
+    changed[moved] = True
     idx, vals = ctx["ghosts"].changed_values(ctx["lab"], changed)     # only the labels that moved
     ctx["glab"][n + idx] = vals
     _count(counters, values_sent=2 * int(changed[ctx["ghosts"].send_idx].sum()), exchanges=2)
-    return int(np.count_nonzero(keep))
+    return len(moved)
 
 
 def cross_lp_clusters(comm, vtxdist, xadj, adjncy, w0, bound: int, seed: int, rounds: int, ghosts: Ghosts,
@@ -171,7 +196,9 @@ def cross_lp_clusters(comm, vtxdist, xadj, adjncy, w0, bound: int, seed: int, ro
     glab[:n], glab[n:] = lab, ghosts.values(lab)
     ctx = {"xadj": np.ascontiguousarray(xadj, dtype=np.int64), "adjncy": adjncy, "lab": lab, "glab": glab,
            "w0": np.ascontiguousarray(w0, dtype=np.int64), "bound": int(bound),
-           "adjwgt": None if adjwgt is None else np.ascontiguousarray(adjwgt, dtype=np.int64), "ghosts": ghosts}
+           "adjwgt": None if adjwgt is None else np.ascontiguousarray(adjwgt, dtype=np.int64), "ghosts": ghosts,
+           "clab": np.zeros(ghosts.size, dtype=np.int32)}
+    ctx["own_w"] = ctx["w0"].copy()         # every vertex starts as its own cluster
     rng = np.random.default_rng([int(seed) % 2**32, rank])
     nb, N, done = -(-n // BLOCK), int(vtxdist[-1]), 0
     chunks = max(CHUNKS, int(CHUNKS_PER_RANK * size))
