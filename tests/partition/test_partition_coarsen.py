@@ -261,6 +261,12 @@ def test_multilevel_coarsening(monkeypatch, gather):
     rows = np.repeat(np.arange(n), np.diff(xadj_all))
     cut = np.count_nonzero(gp[rows] != gp[adj_all]) / len(adj_all)
     assert cut < 0.4, cut
+    # the kept partition is the one of smallest final cut among the refined starts
+    assert len(info["refined_cuts"]) == coarsen_mod.REFINED
+    assert min(info["refined_cuts"]) == np.count_nonzero(gp[rows] != gp[adj_all])
+    _, one = coarsened_parts(comm, vtxdist, xadj, adjncy, w, P, 0, [1.05, 1.03], cluster_factor=32, max_levels=3,
+                             refined=1)
+    assert one["refined_cuts"] == info["refined_cuts"][:1]      # the smallest coarse cut's start comes first
 
 
 @pytest.mark.mpi
