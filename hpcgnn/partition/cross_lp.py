@@ -144,6 +144,10 @@ def _slice(comm, dist, lo, n, ctx, blocks, seed, rot, counters, up=False):
     graph, the labels (``lab`` own, ``glab`` own + ghosts) and the weights of this
     rank's clusters (``own_w``), updated.  Returns the moves kept."""
     verts, seen = _seen(ctx, blocks, n)
+    mark = ctx["mark"]                  # each table index once (a neighbour is seen many times)
+    mark[seen] = True
+    seen = np.flatnonzero(mark)
+    mark[seen] = False
     uniq, inv = np.unique(ctx["glab"][seen], return_inverse=True)
     own_w = ctx["own_w"]
     cw = query(comm, owner_of(dist, uniq), uniq, lambda ids: own_w[ids - lo])
@@ -197,7 +201,7 @@ def cross_lp_clusters(comm, vtxdist, xadj, adjncy, w0, bound: int, seed: int, ro
     ctx = {"xadj": np.ascontiguousarray(xadj, dtype=np.int64), "adjncy": adjncy, "lab": lab, "glab": glab,
            "w0": np.ascontiguousarray(w0, dtype=np.int64), "bound": int(bound),
            "adjwgt": None if adjwgt is None else np.ascontiguousarray(adjwgt, dtype=np.int64), "ghosts": ghosts,
-           "clab": np.zeros(ghosts.size, dtype=np.int32)}
+           "clab": np.zeros(ghosts.size, dtype=np.int32), "mark": np.zeros(ghosts.size, dtype=bool)}
     ctx["own_w"] = ctx["w0"].copy()         # every vertex starts as its own cluster
     rng = np.random.default_rng([int(seed) % 2**32, rank])
     nb, N, done = -(-n // BLOCK), int(vtxdist[-1]), 0
