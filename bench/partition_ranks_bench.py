@@ -16,7 +16,9 @@ clusters (``clusters_first_level``, the count clustering across rank blocks keep
 independent of the ranks) and their ratios to the 2-rank ones; each rank's clustering
 work (adjacency entries scanned, values sent, exchanges: the largest rank's and the
 mean); the wall time; the peak RSS summed over the ranks, and per directed edge of
-the symmetric view.
+the symmetric view, also beyond what the same command takes on a 2000-node graph at
+that rank count (``..._beyond_tiny``: the interpreters, MPI and HDF5 every rank holds
+whatever the graph).
 """
 import argparse
 import json
@@ -59,8 +61,14 @@ def local_copy(raw: str, path: str, seed: int) -> None:
             d[:] = out
 
 
-def sweep(raw: str, work: str, a) -> dict:
-    """The peers and every rank count on one raw graph."""
+def _partition(raw: str, parts: str, r: int, a) -> dict:
+    return _run(MPIRUN + ["-n", str(r)] + HPCGNN + ["partition", raw, "-o", parts, "-k", str(a.num_parts),
+                                                    "--coarsen", a.coarsen, "--json", "--overwrite"])
+
+
+def sweep(raw: str, work: str, a, tiny: str) -> dict:
+    """The peers and every rank count on one raw graph (and on the ``tiny`` one: what
+    the ranks hold whatever the graph, subtracted in ``..._beyond_tiny``)."""
     out = {"runs": {}}
     if not a.skip_peers:
         out["metis_serial"] = _run([sys.executable, os.path.join(HERE, "metis_baseline.py"), raw,
@@ -72,8 +80,8 @@ def sweep(raw: str, work: str, a) -> dict:
             out["kaminpar"] = {"error": str(e).splitlines()[-1]}
     for r in [int(x) for x in a.ranks.split(",")]:
         parts = os.path.join(work, f"parts{r}")
-        res = _run(MPIRUN + ["-n", str(r)] + HPCGNN + ["partition", raw, "-o", parts, "-k", str(a.num_parts),
-                                                       "--coarsen", a.coarsen, "--json", "--overwrite"])
+        res = _partition(raw, parts, r, a)
+        base = _partition(tiny, parts + "-tiny", r, a)["peak_rss_bytes_sum"]
         out["runs"][str(r)] = {
             "edge_cut_fraction": round(res["edge_cut"] / res["num_edges"], 4),
             "coarse_nodes": res.get("coarse_nodes"), "coarse_edges": res.get("coarse_edges"),
@@ -82,12 +90,16 @@ def sweep(raw: str, work: str, a) -> dict:
             "partition_s": round(sum(res["timings_s"].values()), 2),
             "peak_rss_bytes_sum": res["peak_rss_bytes_sum"],
             "peak_rss_bytes_per_directed_edge": round(res["peak_rss_bytes_sum"] / (2 * res["num_edges"]), 1),
+            "peak_rss_bytes_sum_tiny": base,
+            "peak_rss_bytes_per_directed_edge_beyond_tiny":
+                round((res["peak_rss_bytes_sum"] - base) / (2 * res["num_edges"]), 1),
         }
         counted = res.get("coarsening_work") or {}
         for k, per in sorted(counted.items()):    # each rank's clustering work: the largest and the mean
             out["runs"][str(r)][f"lp_{k}_max_rank"] = max(per)
             out["runs"][str(r)][f"lp_{k}_mean_rank"] = round(sum(per) / len(per))
         shutil.rmtree(parts, ignore_errors=True)
+        shutil.rmtree(parts + "-tiny", ignore_errors=True)
     runs = out["runs"]
     first = runs[min(runs, key=int)]
     kcut = out.get("kaminpar", {}).get("edge_cut_fraction")
@@ -122,6 +134,10 @@ def main():
     gen = _run(MPIRUN + ["-n", "2"] + HPCGNN + ["generate", raw, "--num-nodes", str(a.num_nodes), "--avg-degree",
                                                 str(a.avg_degree), "--feat-dim", "1", "--num-classes", "16",
                                                 "--seed", "0", "--json", "--overwrite"])
+    tiny = os.path.join(work, "tiny.h5")
+    _run(MPIRUN + ["-n", "1"] + HPCGNN + ["generate", tiny, "--num-nodes", "2000", "--avg-degree", str(a.avg_degree),
+                                          "--feat-dim", "1", "--num-classes", "16", "--seed", "0", "--json",
+                                          "--overwrite"])
     out = {"benchmark": "partition_ranks", "num_nodes": gen["num_nodes"], "num_edges": gen["num_edges"],
            "num_parts": a.num_parts, "coarsen": a.coarsen, "graphs": {}}
     for ids in (["random", "local"] if a.ids == "both" else [a.ids]):
@@ -132,7 +148,7 @@ def main():
             # would not start from a process that is already an MPI job
             subprocess.run([sys.executable, "-c", f"import partition_ranks_bench as b; b.local_copy({raw!r}, "
                             f"{path!r}, 0)"], cwd=HERE, check=True)
-        out["graphs"][ids] = sweep(path, work, a)
+        out["graphs"][ids] = sweep(path, work, a, tiny)
     print(json.dumps(out), flush=True)
     if not a.workdir:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,7 @@
 # Size-constrained label propagation and cluster contraction (ext/src/label_prop.c),
 # the coarsening step before ParMETIS (hpcgnn.partition.coarsen).  Independent.
 # ``adjwgt`` (optional, int64, one weight per adjacency entry): None = unit weights.
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 cdef extern from "label_prop.h" nogil:
     int64_t hg_lp_cluster(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
@@ -19,6 +19,8 @@ cdef extern from "label_prop.h" nogil:
                         const int64_t *before)
     void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids)
     int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before)
+    void hg_lp_view(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks,
+                    int64_t nblocks, uint8_t *mark)
     int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                         const int64_t *w, int32_t *clab, int64_t *cw, const int64_t *cid, int64_t bound,
                         const int64_t *blocks, int64_t nblocks, uint64_t seed, int up, int64_t *scanned)
@@ -184,3 +186,19 @@ def lp_sweep(const int64_t[::1] xadj, const int64_t[::1] adjncy, const int64_t[:
     if m < 0:
         raise MemoryError("lp_sweep: out of memory")
     return int(m), int(scanned)
+
+
+def lp_view(const int64_t[::1] xadj, const int64_t[::1] adjncy, const int64_t[::1] blocks, uint8_t[::1] mark):
+    """Set ``mark`` (one entry per ghost-table index, uint8 or a bool array's
+    ``view(np.uint8)``) at every entry an :func:`lp_sweep` over ``blocks`` reads: the
+    blocks' vertices and their neighbours."""
+    cdef int64_t n = xadj.shape[0] - 1
+    if n <= 0 or blocks.shape[0] == 0:
+        return
+    if int(np.max(blocks)) * 256 >= n or int(np.min(blocks)) < 0:
+        raise ValueError("lp_view: a block lies outside the local vertices")
+    if mark.shape[0] < n:        # (the adjacency's table indices are lp_sweep's: below the table size)
+        raise ValueError("lp_view: mark needs an entry per table index")
+    cdef const int64_t *pa = &adjncy[0] if adjncy.shape[0] else NULL
+    with nogil:
+        hg_lp_view(n, &xadj[0], pa, &blocks[0], blocks.shape[0], &mark[0])

@@ -316,3 +316,13 @@ int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const
     *scanned = edges;
     return moved;
 }
+
+
+void hg_lp_view(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks, int64_t nblocks,
+                uint8_t *mark) {
+    for (int64_t bi = 0; bi < nblocks; bi++) {
+        int64_t v0 = blocks[bi] * BLK, v1 = v0 + BLK < n ? v0 + BLK : n;
+        for (int64_t v = v0; v < v1; v++) mark[v] = 1;
+        for (int64_t e = xadj[v0]; e < xadj[v1]; e++) mark[adjncy[e]] = 1;
+    }
+}

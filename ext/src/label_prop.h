@@ -71,6 +71,11 @@ void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const in
  * vertices on different ranks cannot swap clusters, nor two clusters each other's
  * members, in the same sweep).  *scanned receives the adjacency entries read.  Returns the
  * number of moves, or -1 when out of memory. */
+/* Mark (mark[i] = 1) the table entries one LP sweep over ``blocks`` reads: the blocks'
+ * vertices and their neighbours.  ``mark`` has an entry per table index. */
+void hg_lp_view(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks, int64_t nblocks,
+                uint8_t *mark);
+
 int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                     const int64_t *w, int32_t *clab, int64_t *cw, const int64_t *cid, int64_t bound,
                     const int64_t *blocks, int64_t nblocks, uint64_t seed, int up, int64_t *scanned);

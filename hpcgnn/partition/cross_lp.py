@@ -121,16 +121,6 @@ def _kept(cinv, wm, allowed):
     return keep
 
 
-def _seen(ctx, blocks, n):
-    """Independent: the sweep's vertices (``blocks`` of :data:`BLOCK`) and every table
-    index it reads a label at (those vertices and their neighbours)."""
-    v0 = blocks * BLOCK
-    v1 = np.minimum(v0 + BLOCK, n)
-    verts = _ranges(v0, v1)
-    xadj = ctx["xadj"]
-    return verts, np.concatenate([verts, ctx["adjncy"][_ranges(xadj[v0], xadj[v1])]])
-
-
 def _ranges(starts, ends):
     """Independent: the concatenation of ``arange(s, e)`` for each pair."""
     lens = ends - starts
@@ -143,9 +133,10 @@ def _slice(comm, dist, lo, n, ctx, blocks, seed, rot, counters, up=False):
     """Collective: one slice of a round (the module's docstring); ``ctx`` holds the
     graph, the labels (``lab`` own, ``glab`` own + ghosts) and the weights of this
     rank's clusters (``own_w``), updated.  Returns the moves kept."""
-    verts, seen = _seen(ctx, blocks, n)
-    mark = ctx["mark"]                  # each table index once (a neighbour is seen many times)
-    mark[seen] = True
+    v0 = blocks * BLOCK
+    verts = _ranges(v0, np.minimum(v0 + BLOCK, n))
+    mark = ctx["mark"]                  # each table index the sweep reads, once
+    _ext.lp_view(ctx["xadj"], ctx["adjncy"], blocks, mark.view(np.uint8))
     seen = np.flatnonzero(mark)
     mark[seen] = False
     uniq, inv = np.unique(ctx["glab"][seen], return_inverse=True)

@@ -126,3 +126,23 @@ def test_a_sweep_keeps_the_bound_and_counts_arrivals_only():
     assert np.array_equal(cw, 1 + np.bincount(moved_in, minlength=4))
     with pytest.raises(ValueError, match="cid and cw"):
         _ext.lp_sweep(xadj, adj, np.ones(4, np.int64), clab, cw, np.zeros(3, np.int64), 2, np.zeros(1, np.int64), 1)
+
+
+def test_a_sweeps_view_is_its_blocks_and_their_neighbours():
+    """_ext.lp_view marks the table entries a sweep over some blocks reads: exactly the
+    blocks' vertices and their neighbours (ghost entries past the vertices included)."""
+    rng = np.random.default_rng(3)
+    n, table = 600, 900                          # 600 vertices, 300 ghosts
+    deg = rng.integers(0, 6, n)
+    xadj = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    adj = rng.integers(0, table, int(xadj[-1])).astype(np.int64)
+    blocks = np.array([2, 0], dtype=np.int64)    # vertices 512-599 and 0-255
+    mark = np.zeros(table, dtype=bool)
+    _ext.lp_view(xadj, adj, blocks, mark.view(np.uint8))
+    verts = np.r_[np.arange(512, 600), np.arange(0, 256)]
+    want = np.zeros(table, dtype=bool)
+    want[verts] = True
+    want[np.concatenate([adj[xadj[v]:xadj[v + 1]] for v in verts])] = True
+    assert np.array_equal(mark, want)
+    with pytest.raises(ValueError, match="outside"):
+        _ext.lp_view(xadj, adj, np.array([3], dtype=np.int64), mark.view(np.uint8))
