@@ -76,7 +76,7 @@ def _count(counters, **by):
 
 def _summed_at_owners(comm, dist, lo, n, ids, vals, counters):
     """Collective: per id this rank owns, the sum of ``vals`` every rank sent for it."""
-    # one dtype on every rank (alltoallv receives in the sender's): a bincount of nothing is int64
+    # one dtype on every rank (alltoallv receives rows as this rank's dtype): a bincount of nothing is int64
     (got, gv) = alltoallv(comm, owner_of(dist, ids), ids, np.asarray(vals, dtype=np.float64))
     _count(counters, values_sent=2 * len(ids), exchanges=1)
     return np.bincount(got - lo, weights=gv, minlength=n)[:n].round().astype(np.int64)
