@@ -40,14 +40,16 @@ def state(rank: int) -> str | None:
     return {"Z": "gone", "X": "gone", "T": "stopped", "t": "stopped"}.get(code, "running")
 
 
-def describe(rank: int) -> str:
+def describe(rank: int, as_state: str | None = None) -> str:
     """``rank R (role, node K, host H)``, and ``, its process is gone`` (or
-    stopped) when it is on this host and not running."""
+    stopped) when it is on this host and not running (``as_state``: say that state
+    instead of looking, for a line written later by a thread without the GIL)."""
     entry = TABLE.get(rank)
     if entry is None:
         return f"rank {rank}"
     role, node, host, _ = entry
-    tail = {"gone": ", whose process is gone", "stopped": ", whose process is stopped (SIGSTOP?)"}.get(state(rank), "")
+    tail = {"gone": ", whose process is gone", "stopped": ", whose process is stopped (SIGSTOP?)"}.get(
+        as_state or state(rank), "")
     return f"rank {rank} ({_where(role, node, host)}){tail}"
 
 
@@ -59,6 +61,12 @@ def _where(role, node, host) -> str:
 def my_rank() -> int | None:
     """This process's world rank (None outside an MPI job's life)."""
     return MPI.COMM_WORLD.Get_rank() if MPI.Is_initialized() and not MPI.Is_finalized() else None
+
+
+def host_mates() -> dict[int, int]:
+    """World rank -> process id of every other rank on this host."""
+    me, host = my_rank(), socket.gethostname()
+    return {r: entry[3] for r, entry in sorted(TABLE.items()) if r != me and entry[2] == host}
 
 
 def troubled(among=None) -> list[int]:

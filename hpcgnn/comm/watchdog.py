@@ -8,29 +8,30 @@ a wait passes ``HPCGNN_TIMEOUT`` seconds (default 600), with one line naming the
 rank waited for, its state where it is on this host (stopped, gone), and what
 was waited for; a wait on a rank of this host whose process is gone ends it at
 once (within :data:`TICK_S`), naming that rank, before the launcher tears the job
-down with a line of its own that names no role (so do :func:`watching` phases).
+down with a line of its own that names no role.
 A collective ends once a member has been gone :data:`COLLECTIVE_GRACE_S`, at once
-while last words are armed (a trainer's steps).  In a phase, the SIGTERM with which
-the launcher begins tearing the job down wakes the thread at once (through Python's
-signal wake-up descriptor, even while the main thread is inside MPI): a peer already
-gone is named then, instead of dying unnamed a tick later; with no peer gone the
-rank ends as SIGTERM's default would (``scancel``).  Before the process ends, its
+while last words are armed (a trainer's steps).  Before the process ends, its
 last words (:mod:`.lastwords`) run.
 MPI calls release the GIL, so the thread runs while the waiting thread is blocked
-inside MPI.
+inside MPI; h5py's collective calls do not.  A :func:`watching` phase (a command)
+is therefore looked after by a compiled thread that needs no GIL: it names a gone
+peer of this host, and the SIGTERM with which the launcher begins tearing the job
+down wakes it at once (through Python's signal wake-up descriptor), so a peer
+already gone is named then instead of the rank dying unnamed; with no peer gone
+the rank ends as SIGTERM's default would (``scancel``).
 """
 from __future__ import annotations
 
 import itertools
 import math
 import os
-import select
 import signal
 import sys
 import threading
 import time
 from contextlib import contextmanager
 
+from .. import _ext
 from . import lastwords, peers
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -76,58 +77,71 @@ def watching(what: str):
     """Run the body as a phase of the job (``hpcgnn partition``, ``generate``...) in
     which no rank may leave: a rank of this host whose process is gone ends the job
     with one line naming it and ``what`` this rank was doing (the launcher's own line
-    names no role).  No time limit (a phase may take hours)."""
-    _wake_on_term()
-    return _registered(_waits, ("phase", what, (), None))
+    names no role).  No time limit (a phase may take hours).  The looking is done by
+    a compiled thread (:func:`hpcgnn._ext.guard_arm`) that needs no GIL: h5py holds
+    the GIL inside its collective calls, where a rank waits for the others."""
+    return _phase(what)
 
 
-_wake_r: int | None = None      # read end of the signal wake-up pipe (None: plain ticks)
+@contextmanager
+def _phase(what: str):
+    global _guarded
+    outer = not _guarded
+    if outer:
+        wake = _wake_on_term()
+        mates = peers.host_mates()
+        lines = [(gone_line(r, what, phase=True, as_state="gone") + "\n").encode() for r in mates]
+        try:
+            _ext.guard_arm(list(mates.values()), lines, -1 if wake is None else wake[0], TICK_S, STOPPED_S,
+                           LINGER_S, f"hpcgnn: {peers.me()} was stopped for ".encode(), (STOPPED_TAIL + "\n").encode())
+        except BaseException:
+            _sleep_on_term(wake)
+            raise
+        _guarded = True
+    try:
+        with _registered(_waits, ("phase", what, (), None)):
+            yield
+    finally:
+        if outer:
+            _ext.guard_disarm()
+            _guarded = False
+            _sleep_on_term(wake)
+
+
+_guarded = False    # a phase's compiled thread looks for gone ranks (this one does not)
 
 
 def _term(signum, frame) -> None:
-    """SIGTERM during a phase, on the main thread: the watchdog thread (woken by the
+    """SIGTERM during a phase, on the main thread: the compiled thread (woken by the
     same signal) either names a gone peer or ends this rank; nothing to do here."""
 
 
-def _wake_on_term() -> None:
+def _wake_on_term() -> tuple[int, int] | None:
     """Main thread, SIGTERM at its default: catch it, and have every signal write its
-    number to a pipe the watchdog thread waits on (unless the wake-up descriptor is
-    already someone else's, e.g. an asyncio loop's)."""
-    global _wake_r
-    if _wake_r is not None or threading.current_thread() is not threading.main_thread() \
+    number to a pipe (returned: read end, write end) the compiled thread waits on;
+    None where SIGTERM or the wake-up descriptor is already someone else's (an
+    asyncio loop's, initialize's stop requests)."""
+    if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
+        return None
     r, w = os.pipe()
     os.set_blocking(w, False)
     if signal.set_wakeup_fd(w, warn_on_full_buffer=False) != -1:    # not ours to take
         signal.set_wakeup_fd(-1)
         os.close(r)
         os.close(w)
-        return
+        return None
     signal.signal(signal.SIGTERM, _term)
-    _wake_r = r
+    return r, w
 
 
-
-def _nap(seconds: float) -> None:
-    """Sleep for ``seconds``, or until a signal arrives; on SIGTERM, :func:`_on_term`."""
-    if _wake_r is None:
-        time.sleep(seconds)
-        return
-    if select.select([_wake_r], [], [], seconds)[0] and signal.SIGTERM in os.read(_wake_r, 64):
-        _on_term()
-
-
-def _on_term() -> None:
-    """A SIGTERM in a phase: the launcher ends the job because a rank died (name it,
-    if it is on this host), or the batch system cancels it (end as its default would)."""
-    with _lock:
-        phases = [w for w in _waits.values() if w[1] == "phase"]
-    gone = gone_among(())
-    if gone is not None and phases:
-        _end_job(timeout_s(), phases[0][0], phases[0][2], (), line=gone_line(gone, phases[0][2], phase=True))
-    if signal.getsignal(signal.SIGTERM) is _term:        # not taken over since (initialize's stop requests)
-        os._exit(128 + signal.SIGTERM)
+def _sleep_on_term(wake: tuple[int, int] | None) -> None:
+    """Undo :func:`_wake_on_term` after the phase: SIGTERM at its default again."""
+    if wake is not None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        for fd in wake:
+            os.close(fd)
 
 
 @contextmanager
@@ -161,6 +175,8 @@ COLLECTIVE_GRACE_S = 2.0
 
 #: a gap this long between two looks means this process itself was stopped
 STOPPED_S = 5.0
+#: how long a rank ending the job waits for the launcher to forward its line
+LINGER_S = 0.5
 _last_look: float | None = None     # when the thread last looked
 _stopped_for = 0.0                  # the longest such gap seen
 
@@ -178,7 +194,7 @@ def _watch() -> None:
     global _last_look, _stopped_for
     limit = timeout_s()
     while True:
-        _nap(min(TICK_S, limit / 20))
+        time.sleep(min(TICK_S, limit / 20))
         now = time.monotonic()
         if _last_look is not None and now - _last_look > STOPPED_S:
             _stopped_for = max(_stopped_for, now - _last_look)
@@ -190,7 +206,7 @@ def _watch() -> None:
             t, _, what, ranks, _ = min(late)
             _end_job(limit, t, what, ranks)
         for t, kind, what, ranks, among in waits:
-            if kind == "wait-gone-ok":
+            if kind == "wait-gone-ok" or _guarded:     # in a phase, the compiled thread looks
                 gone = None
             elif ranks:                         # named ranks: one gone never answers
                 gone = gone_among(ranks)
@@ -213,11 +229,11 @@ def gone_among(ranks: tuple) -> int | None:
     return None
 
 
-def gone_line(rank: int, what: str, phase: bool = False) -> str:
+def gone_line(rank: int, what: str, phase: bool = False, as_state: str | None = None) -> str:
     """The line of a rank whose wait for ``what`` (or ``phase``: whose phase ``what``)
-    can never end: ``rank`` is gone."""
+    can never end: ``rank`` is gone (``as_state``: see :func:`peers.describe`)."""
     doing = f"was in {what}" if phase else f"was waiting for {what}"
-    return f"hpcgnn: {peers.describe(rank)} ({peers.me()} {doing}); ending the job"
+    return f"hpcgnn: {peers.describe(rank, as_state)} ({peers.me()} {doing}); ending the job"
 
 
 def expired_line(limit: float, what: str, ranks: tuple) -> str:
@@ -238,11 +254,17 @@ def stopped_line() -> str | None:
     gap = stopped_for()
     if not gap:
         return None
-    return (f"hpcgnn: {peers.me()} was stopped for {gap:.0f} s (SIGSTOP, a debugger, a node stuck); the job ended "
-            "meanwhile (the line naming it came from the ranks that waited for it)")
+    return f"hpcgnn: {peers.me()} was stopped for {gap:.0f}{STOPPED_TAIL}"
+
+
+STOPPED_TAIL = (" s (SIGSTOP, a debugger, a node stuck); the job ended meanwhile (the line naming it came "
+                "from the ranks that waited for it)")
 
 
 def _end_job(limit: float, started: float, what: str, ranks: tuple, line: str | None = None) -> None:
+    if not _ext.guard_claim():    # a phase's compiled thread is ending the job, with its own line
+        while True:
+            time.sleep(60)
     woke = stopped_line()
     if woke:
         lastwords.cancel()        # the others saved the step; this rank's is no newer
@@ -254,5 +276,5 @@ def _end_job(limit: float, started: float, what: str, ranks: tuple, line: str | 
     except Exception:  # noqa: BLE001 - the exit below is what matters
         pass
     lastwords.say()               # a trainer writes the step it holds
-    time.sleep(0.5)               # let the launcher forward the line before the job is torn down
+    time.sleep(LINGER_S)          # let the launcher forward the line before the job is torn down
     os._exit(1)                   # the launcher then ends every other rank

@@ -1,15 +1,17 @@
-"""The watchdog's answer to the SIGTERM with which a launcher (or ``scancel``) ends a
-phase, in a plain process whose peer table is filled by hand: no mpirun launch."""
+"""The watchdog's answer, in a phase, to a peer gone and to the SIGTERM with which a
+launcher (or ``scancel``) ends the job, in a plain process whose peer table is filled
+by hand: no mpirun launch.  The main thread sleeps inside the phase, as it would sit
+inside a long MPI call, or holds the GIL while it sleeps, as it does inside h5py's
+collective calls (which wait for the other ranks without releasing it)."""
 import signal
 import subprocess
 import sys
 
 import pytest
 
-# rank 1 is a process that already ended ("gone") or this process itself ("alive");
-# the main thread sleeps inside the phase, as it would sit inside a long MPI call
+# rank 1 is a process that already ended ("gone") or this process itself ("alive")
 SCRIPT = """
-import os, signal, socket, subprocess, sys, time
+import ctypes, os, signal, socket, subprocess, sys, time
 from hpcgnn.comm import peers, watchdog
 from hpcgnn.comm.mpi import MPI
 MPI.COMM_WORLD.Get_rank()
@@ -20,34 +22,64 @@ peer = ended.pid if sys.argv[1] == "gone" else os.getpid()
 peers.TABLE.update({0: ("hpcgnn partition", "-", host, os.getpid()), 1: ("hpcgnn partition", "-", host, peer)})
 with watchdog.watching("hpcgnn partition"):
     time.sleep(0.1)
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(60)
+    if sys.argv[3] == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(3):
+        if sys.argv[2] == "gil":
+            ctypes.PyDLL(None).sleep(20)     # PyDLL keeps the GIL through the call
+        else:
+            time.sleep(20)
 print("the phase went on")
 """
 
 
-def _run(peer: str) -> subprocess.CompletedProcess:
+def _run(peer: str, holds: str = "py", term: str = "term") -> subprocess.CompletedProcess:
     from conftest import clean_mpi_env
 
     env = clean_mpi_env({"HPCGNN_TIMEOUT": "600"})
-    return subprocess.run([sys.executable, "-c", SCRIPT, peer], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-c", SCRIPT, peer, holds, term], env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
-@pytest.mark.timeout(150)
-def test_sigterm_in_a_phase_names_a_peer_already_gone():
-    """The launcher's SIGTERM wakes the watchdog at once: the gone peer is named."""
-    done = _run("gone")
+def _names_rank_1(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 1, done.stderr
     line = done.stderr.splitlines()[0]
     assert line.startswith("hpcgnn: rank 1 (hpcgnn partition, host ") and "whose process is gone" in line, line
     assert "(rank 0 (hpcgnn partition, host " in line and "was in hpcgnn partition); ending the job" in line
+    assert len([ln for ln in done.stderr.splitlines() if ln.startswith("hpcgnn:")]) == 1, done.stderr
     assert "the phase went on" not in done.stdout
 
 
 @pytest.mark.timeout(150)
-def test_sigterm_in_a_phase_with_every_peer_alive_ends_as_its_default():
+@pytest.mark.parametrize("holds", ["py", "gil"])
+def test_sigterm_in_a_phase_names_a_peer_already_gone(holds):
+    """The launcher's SIGTERM wakes the watchdog at once: the gone peer is named, once."""
+    _names_rank_1(_run("gone", holds))
+
+
+@pytest.mark.timeout(150)
+def test_a_peer_gone_is_named_while_the_main_thread_holds_the_gil():
+    """No SIGTERM comes (srun may wait): the compiled thread's next look names the peer
+    although the main thread never lets go of the GIL (Python's watchdog thread could
+    not run: this went unnamed while h5py waited in a collective open)."""
+    _names_rank_1(_run("gone", "gil", "quiet"))
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("holds", ["py", "gil"])
+def test_sigterm_in_a_phase_with_every_peer_alive_ends_as_its_default(holds):
     """``scancel``: no peer is gone, so the rank ends at once, with SIGTERM's status and no line."""
-    done = _run("alive")
+    done = _run("alive", holds)
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert "hpcgnn:" not in done.stderr and "the phase went on" not in done.stdout
+
+
+def test_after_the_phase_sigterm_is_at_its_default_again():
+    """The phase gives SIGTERM and the wake-up descriptor back, and a second phase arms again."""
+    from hpcgnn.comm import watchdog
+
+    for _ in range(2):
+        with watchdog.watching("hpcgnn partition"):
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.set_wakeup_fd(-1) == -1
