@@ -19,8 +19,9 @@ cdef extern from "label_prop.h" nogil:
                         const int64_t *before)
     void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const int64_t *ids)
     int64_t hg_ghost_prefix(const uint64_t *bits, int64_t nw, int64_t *before)
-    void hg_lp_view(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks,
-                    int64_t nblocks, uint8_t *mark)
+    int64_t hg_lp_view_labels(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks,
+                              int64_t nblocks, const int64_t *glab, uint8_t *mark, int32_t *clab, int64_t *uniq,
+                              int64_t cap)
     int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                         const int64_t *w, int32_t *clab, int64_t *cw, const int64_t *cid, int64_t bound,
                         const int64_t *blocks, int64_t nblocks, uint64_t seed, int up, int64_t *scanned)
@@ -188,17 +189,31 @@ def lp_sweep(const int64_t[::1] xadj, const int64_t[::1] adjncy, const int64_t[:
     return int(m), int(scanned)
 
 
-def lp_view(const int64_t[::1] xadj, const int64_t[::1] adjncy, const int64_t[::1] blocks, uint8_t[::1] mark):
-    """Set ``mark`` (one entry per ghost-table index, uint8 or a bool array's
-    ``view(np.uint8)``) at every entry an :func:`lp_sweep` over ``blocks`` reads: the
-    blocks' vertices and their neighbours."""
-    cdef int64_t n = xadj.shape[0] - 1
+def lp_view_labels(const int64_t[::1] xadj, const int64_t[::1] adjncy, const int64_t[::1] blocks,
+                   const int64_t[::1] glab, uint8_t[::1] mark, int32_t[::1] clab):
+    """The clusters an :func:`lp_sweep` over ``blocks`` reads: returns ``uniq``
+    (int64), each distinct label ``glab[i]`` of the blocks' vertices and their
+    neighbours (table indices ``i``) once, in the order first met, and sets ``clab[i]``
+    to its position in ``uniq`` for those entries (no others).  ``mark``: zeros, one per
+    table index (uint8, or a bool array's ``view(np.uint8)``), zeros again after."""
+    cdef int64_t n = xadj.shape[0] - 1, size = glab.shape[0], cap = 0, bi, v0, v1, k
+    if mark.shape[0] != size or clab.shape[0] != size or size < n:
+        raise ValueError("lp_view_labels: glab, mark and clab need an entry per table index")
     if n <= 0 or blocks.shape[0] == 0:
-        return
+        return np.empty(0, dtype=np.int64)
     if int(np.max(blocks)) * 256 >= n or int(np.min(blocks)) < 0:
-        raise ValueError("lp_view: a block lies outside the local vertices")
-    if mark.shape[0] < n:        # (the adjacency's table indices are lp_sweep's: below the table size)
-        raise ValueError("lp_view: mark needs an entry per table index")
+        raise ValueError("lp_view_labels: a block lies outside the local vertices")
+    for bi in range(blocks.shape[0]):       # the entries read bound the distinct labels
+        v0 = blocks[bi] * 256
+        v1 = min(v0 + 256, n)
+        cap += v1 - v0 + xadj[v1] - xadj[v0]
+    cap = min(cap, size)
+    uniq = np.empty(cap, dtype=np.int64)
+    cdef int64_t[::1] u = uniq
     cdef const int64_t *pa = &adjncy[0] if adjncy.shape[0] else NULL
     with nogil:
-        hg_lp_view(n, &xadj[0], pa, &blocks[0], blocks.shape[0], &mark[0])
+        k = hg_lp_view_labels(n, &xadj[0], pa, &blocks[0], blocks.shape[0], &glab[0], &mark[0], &clab[0],
+                              &u[0], cap)
+    if k < 0:
+        raise MemoryError("lp_view_labels: out of memory")
+    return uniq[:k].copy()

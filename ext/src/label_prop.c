@@ -318,11 +318,44 @@ int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const
 }
 
 
-void hg_lp_view(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks, int64_t nblocks,
-                uint8_t *mark) {
+/* Open addressing from a label to its position in uniq (keys -1: empty). */
+typedef struct { int64_t *key; int32_t *pos; uint64_t mask; } label_map;
+
+static inline int32_t label_pos(label_map *m, int64_t lab, int64_t *uniq, int64_t *k) {
+    uint64_t s = mix((uint64_t)lab) & m->mask;
+    while (m->key[s] != -1) {
+        if (m->key[s] == lab) return m->pos[s];
+        s = (s + 1) & m->mask;
+    }
+    m->key[s] = lab;
+    m->pos[s] = (int32_t)*k;
+    uniq[*k] = lab;
+    return (int32_t)(*k)++;
+}
+
+int64_t hg_lp_view_labels(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks,
+                          int64_t nblocks, const int64_t *glab, uint8_t *mark, int32_t *clab, int64_t *uniq,
+                          int64_t cap) {
+    uint64_t slots = 16;
+    while (slots < 2 * (uint64_t)cap) slots <<= 1;
+    label_map m = {malloc(slots * sizeof(int64_t)), malloc(slots * sizeof(int32_t)), slots - 1};
+    if (!m.key || !m.pos) { free(m.key); free(m.pos); return -1; }
+    memset(m.key, 0xff, slots * sizeof(int64_t));
+    int64_t k = 0;
     for (int64_t bi = 0; bi < nblocks; bi++) {
         int64_t v0 = blocks[bi] * BLK, v1 = v0 + BLK < n ? v0 + BLK : n;
-        for (int64_t v = v0; v < v1; v++) mark[v] = 1;
-        for (int64_t e = xadj[v0]; e < xadj[v1]; e++) mark[adjncy[e]] = 1;
+        for (int64_t v = v0; v < v1; v++)
+            if (!mark[v]) { mark[v] = 1; clab[v] = label_pos(&m, glab[v], uniq, &k); }
+        for (int64_t e = xadj[v0]; e < xadj[v1]; e++) {
+            int64_t t = adjncy[e];
+            if (!mark[t]) { mark[t] = 1; clab[t] = label_pos(&m, glab[t], uniq, &k); }
+        }
     }
+    for (int64_t bi = 0; bi < nblocks; bi++) {      /* the scratch back to zero */
+        int64_t v0 = blocks[bi] * BLK, v1 = v0 + BLK < n ? v0 + BLK : n;
+        memset(mark + v0, 0, (size_t)(v1 - v0));
+        for (int64_t e = xadj[v0]; e < xadj[v1]; e++) mark[adjncy[e]] = 0;
+    }
+    free(m.key); free(m.pos);
+    return k;
 }

@@ -71,12 +71,18 @@ void hg_ghost_global(int64_t *adjncy, int64_t m, int64_t lo, int64_t n, const in
  * vertices on different ranks cannot swap clusters, nor two clusters each other's
  * members, in the same sweep).  *scanned receives the adjacency entries read.  Returns the
  * number of moves, or -1 when out of memory. */
-/* Mark (mark[i] = 1) the table entries one LP sweep over ``blocks`` reads: the blocks'
- * vertices and their neighbours.  ``mark`` has an entry per table index. */
-void hg_lp_view(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks, int64_t nblocks,
-                uint8_t *mark);
-
 int64_t hg_lp_sweep(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                     const int64_t *w, int32_t *clab, int64_t *cw, const int64_t *cid, int64_t bound,
                     const int64_t *blocks, int64_t nblocks, uint64_t seed, int up, int64_t *scanned);
+
+/* The clusters one LP sweep over ``blocks`` reads (the blocks' vertices and their
+ * neighbours, as table indices): uniq[0..k) receives each distinct label glab[i] of
+ * those entries once, in the order first met, and clab[i] its position there, for
+ * every such entry i (other entries are left as they are).  mark (one byte per table
+ * index) is scratch: all zero on entry, and again on return.  uniq has room for cap
+ * labels, at least the number of distinct table indices read.  Returns k, or -1 when
+ * out of memory. */
+int64_t hg_lp_view_labels(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *blocks,
+                          int64_t nblocks, const int64_t *glab, uint8_t *mark, int32_t *clab, int64_t *uniq,
+                          int64_t cap);
 #endif

@@ -30,7 +30,7 @@ label-propagation refinement (:func:`refine`) move single vertices to the part w
 the most edge weight to them, within the balance bound of every constraint.
 The rebalancing pass (:mod:`.balance`) then evens out 0/1 columns as before.
 
-The compiled kernels are ``hpcgnn._ext.lp_cluster``, ``lp_sweep``, ``lp_view`` and
+The compiled kernels are ``hpcgnn._ext.lp_cluster``, ``lp_sweep``, ``lp_view_labels`` and
 ``contract_clusters`` (``ext/src/label_prop.c``).
 """
 from __future__ import annotations

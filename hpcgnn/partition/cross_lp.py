@@ -135,17 +135,11 @@ def _slice(comm, dist, lo, n, ctx, blocks, seed, rot, counters, up=False):
     rank's clusters (``own_w``), updated.  Returns the moves kept."""
     v0 = blocks * BLOCK
     verts = _ranges(v0, np.minimum(v0 + BLOCK, n))
-    mark = ctx["mark"]                  # each table index the sweep reads, once
-    _ext.lp_view(ctx["xadj"], ctx["adjncy"], blocks, mark.view(np.uint8))
-    seen = np.flatnonzero(mark)
-    mark[seen] = False
-    uniq, inv = np.unique(ctx["glab"][seen], return_inverse=True)
+    clab = ctx["clab"]                  # entries outside the slice's view are never read
+    uniq = _ext.lp_view_labels(ctx["xadj"], ctx["adjncy"], blocks, ctx["glab"], ctx["mark"], clab)
     own_w = ctx["own_w"]
     cw = query(comm, owner_of(dist, uniq), uniq, lambda ids: own_w[ids - lo])
     _count(counters, values_sent=2 * len(uniq), exchanges=2)
-    clab = ctx["clab"]
-    clab[seen] = inv                    # entries outside the slice's view are never read
-    del inv, seen
     scanned = 0
     with agreed(comm):                  # a kernel error (memory) ends every rank
         _, scanned = _ext.lp_sweep(ctx["xadj"], ctx["adjncy"], ctx["w0"], clab, cw, uniq, ctx["bound"], blocks,
@@ -192,7 +186,7 @@ def cross_lp_clusters(comm, vtxdist, xadj, adjncy, w0, bound: int, seed: int, ro
     ctx = {"xadj": np.ascontiguousarray(xadj, dtype=np.int64), "adjncy": adjncy, "lab": lab, "glab": glab,
            "w0": np.ascontiguousarray(w0, dtype=np.int64), "bound": int(bound),
            "adjwgt": None if adjwgt is None else np.ascontiguousarray(adjwgt, dtype=np.int64), "ghosts": ghosts,
-           "clab": np.zeros(ghosts.size, dtype=np.int32), "mark": np.zeros(ghosts.size, dtype=bool)}
+           "clab": np.zeros(ghosts.size, dtype=np.int32), "mark": np.zeros(ghosts.size, dtype=np.uint8)}
     ctx["own_w"] = ctx["w0"].copy()         # every vertex starts as its own cluster
     rng = np.random.default_rng([int(seed) % 2**32, rank])
     nb, N, done = -(-n // BLOCK), int(vtxdist[-1]), 0

@@ -129,20 +129,27 @@ def test_a_sweep_keeps_the_bound_and_counts_arrivals_only():
 
 
 def test_a_sweeps_view_is_its_blocks_and_their_neighbours():
-    """_ext.lp_view marks the table entries a sweep over some blocks reads: exactly the
-    blocks' vertices and their neighbours (ghost entries past the vertices included)."""
+    """_ext.lp_view_labels numbers the clusters a sweep over some blocks reads: exactly
+    the labels of the blocks' vertices and their neighbours (ghost entries past the
+    vertices included), each once, with clab giving every such entry its label's
+    position and no other entry touched; the scratch marks are all zero again."""
     rng = np.random.default_rng(3)
     n, table = 600, 900                          # 600 vertices, 300 ghosts
     deg = rng.integers(0, 6, n)
     xadj = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
     adj = rng.integers(0, table, int(xadj[-1])).astype(np.int64)
+    glab = rng.integers(0, 10**12, table).astype(np.int64) // 7 * 7    # global ids, some repeated
+    glab[rng.integers(0, table, 200)] = glab[rng.integers(0, table, 200)]
     blocks = np.array([2, 0], dtype=np.int64)    # vertices 512-599 and 0-255
     mark = np.zeros(table, dtype=bool)
-    _ext.lp_view(xadj, adj, blocks, mark.view(np.uint8))
+    clab = np.full(table, -5, dtype=np.int32)
+    uniq = _ext.lp_view_labels(xadj, adj, blocks, glab, mark.view(np.uint8), clab)
     verts = np.r_[np.arange(512, 600), np.arange(0, 256)]
     want = np.zeros(table, dtype=bool)
     want[verts] = True
     want[np.concatenate([adj[xadj[v]:xadj[v + 1]] for v in verts])] = True
-    assert np.array_equal(mark, want)
+    assert not mark.any()
+    assert len(np.unique(uniq)) == len(uniq) and set(uniq) == set(glab[want])
+    assert np.array_equal(uniq[clab[want]], glab[want]) and (clab[~want] == -5).all()
     with pytest.raises(ValueError, match="outside"):
-        _ext.lp_view(xadj, adj, np.array([3], dtype=np.int64), mark.view(np.uint8))
+        _ext.lp_view_labels(xadj, adj, np.array([3], dtype=np.int64), glab, mark.view(np.uint8), clab)
