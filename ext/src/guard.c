@@ -131,12 +131,8 @@ static void *watch(void *arg) {
         for (int64_t i = 0; i < g->n; i++)
             if (gone(g->pids[i]))
                 end(g, g->lines[i], gap);
-        if (term) {
-            if (gap > g->stopped_s)
-                end(g, "", gap);
-            if (hg_guard_claim())
-                _exit(128 + SIGTERM);
-        }
+        if (term && hg_guard_claim())     /* no peer gone: scancel (also after a suspend) */
+            _exit(128 + SIGTERM);
     }
     free_guard(g);
     return NULL;

@@ -6,6 +6,7 @@ collective calls (which wait for the other ranks without releasing it)."""
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -21,6 +22,7 @@ host = socket.gethostname()
 peer = ended.pid if sys.argv[1] == "gone" else os.getpid()
 peers.TABLE.update({0: ("hpcgnn partition", "-", host, os.getpid()), 1: ("hpcgnn partition", "-", host, peer)})
 with watchdog.watching("hpcgnn partition"):
+    print("in the phase", flush=True)
     time.sleep(0.1)
     if sys.argv[3] == "term":
         os.kill(os.getpid(), signal.SIGTERM)
@@ -83,3 +85,28 @@ def test_after_the_phase_sigterm_is_at_its_default_again():
             assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         assert signal.set_wakeup_fd(-1) == -1
+
+
+@pytest.mark.timeout(150)
+def test_sigterm_after_a_suspend_with_every_peer_alive_ends_as_its_default():
+    """``scontrol suspend`` (SIGSTOP), resume, then ``scancel``: no peer is gone, so the
+    rank ends with SIGTERM's status and says nothing (not that it was stopped while the
+    job ended: the job had not ended)."""
+    from conftest import clean_mpi_env
+
+    job = subprocess.Popen([sys.executable, "-c", SCRIPT, "alive", "py", "quiet"], env=clean_mpi_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout.readline().strip() == "in the phase"
+        job.send_signal(signal.SIGSTOP)
+        time.sleep(6)                   # past STOPPED_S between two of the thread's looks
+        job.send_signal(signal.SIGCONT)
+        time.sleep(1)                   # a look after the gap
+        job.send_signal(signal.SIGTERM)
+        out, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert job.returncode == 128 + signal.SIGTERM, err
+    assert "hpcgnn:" not in err and "the phase went on" not in out
