@@ -328,12 +328,14 @@ def _pull_cable(bed, graph, net, mca, bound=60, timeout_s=20):
 
 @pytest.mark.timeout(400, method="signal")
 def test_100ms_delay_on_one_link_is_reported_within_an_epoch(bed, graph):
-    """Host 1's data link gets 100 ms of delay once epoch 0 is over: the end of epoch 1
-    logs one warning per slowed link (host pair) against its epoch 0 rate, and every
-    epoch row carries the per-link read rates (issue 39)."""
+    """Host 1's data link gets 100 ms of delay once epoch 0 is over: by the end of the
+    first epoch that runs under it, one warning per slowed link (host pair) against its
+    epoch 0 rate is logged, and every epoch row carries the per-link read rates (issue
+    39).  Three epochs: on a busy machine epoch 1's five steps can end before the delay
+    is in place (CI once saw epoch 1's slowest read at 6 ms); epoch 2 then runs under it."""
     cfg, _ = graph
     argv = [PY, "-m", "hpcgnn", "train", "--part-config", cfg, "--run-dir", f"{bed.shared}/slowlink",
-            "--layout", CO_LOCATED, *COMMON[2:], "--epochs", "2", "--eval-every", "0",
+            "--layout", CO_LOCATED, *COMMON[2:], "--epochs", "3", "--eval-every", "0",
             "--epoch-steps", "5"]      # 5 steps of 100 ms round trips make the point (15 took ~20 s)
     job = _Job(bed, argv, per_host=2, hosts=[0, 1], env={"HPCGNN_TIMEOUT": "60"})
     try:
@@ -349,12 +351,12 @@ def test_100ms_delay_on_one_link_is_reported_within_an_epoch(bed, graph):
             t.join(5)
     assert job.p.returncode == 0, job.text()[-4000:]
     rows = [json.loads(ln) for ln in job.text("out").splitlines() if ln.startswith('{"kind": "epoch"')]
-    assert len(rows) == 2 and all(r["remote_reads"] and r["slowest_read_s"] > 0 for r in rows), rows
+    assert len(rows) == 3 and all(r["remote_reads"] and r["slowest_read_s"] > 0 for r in rows), rows
     # a round trip to or from host 1 crosses its delayed link: one line per slowed link, each once
     warned = [ln for ln in job.text("err").splitlines() if "slower than in epoch 0" in ln]
     assert 1 <= len(warned) <= 2 and len(set(warned)) == len(warned), job.text("err")[-3000:]
     assert all(bed[1].name in ln and ln.startswith("hpcgnn: reads over ") for ln in warned), warned
-    assert rows[1]["slowest_read_s"] >= 0.1, rows[1]
+    assert max(r["slowest_read_s"] for r in rows[1:]) >= 0.1, rows[1:]
 
 
 @pytest.mark.timeout(400, method="signal")
