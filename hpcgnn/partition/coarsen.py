@@ -41,13 +41,13 @@ import numpy as np
 
 from .. import _ext
 from ..comm.agree import agreed
-from ..comm.alltoall import allgather_blocks
+from ..comm.alltoall import allgather_blocks, alltoallv
 from ..comm.collectives import all_sum, allreduce
 from ..comm.ghosts import Ghosts
 from ..comm.mpi import MPI
 from ..errors import InputError
 from .arrays import stable_argsort
-from .cross_lp import Projection, contract_across, cross_lp_clusters
+from .cross_lp import Projection, contract_across, cross_lp_clusters, owner_of
 from .parmetis import part_kway
 
 #: Coarsening methods accepted by ``partition_graph(coarsen=...)``; ``auto`` is ``lp``
@@ -206,7 +206,8 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     Stops early once fewer than 0.1% of the vertices move.  Returns the number of moves."""
     R = comm.Get_size()
     rounds = REFINE_ROUNDS + REFINE_PER_RANK * R if rounds is None else rounds
-    w = np.ascontiguousarray(np.asarray(w, dtype=np.int64).reshape(len(xadj) - 1, -1))
+    w = np.asarray(w, dtype=np.int64)
+    w = np.ascontiguousarray(w if w.ndim == 2 else w.reshape(len(xadj) - 1, -1))   # (n, ncon); n may be 0
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
     own = ghosts is None
     if own:
@@ -362,7 +363,40 @@ def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster
         if K > MIN_SHRINK * n_all or K <= COARSEST_PER_PART * nparts:
             break
         n_all = K
+    if cur.Get_size() > 1 and np.any(np.diff(dist) == 0):     # ParMETIS wants a vertex on every rank
+        if int(dist[-1]) < cur.Get_size():
+            levels.append(("gather", cur, dist))
+            gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
+            dist, cur = np.array([0, int(dist[-1])], dtype=np.int64), MPI.COMM_SELF
+        else:
+            even, gx, ga, gw, vw = _evened(cur, dist, gx, ga, gw, vw)
+            levels.append(("even", cur, dist, even))
+            dist = even
     return cur, dist, gx, ga, gw, vw
+
+
+def _evened(comm, dist, xadj, adjncy, adjwgt, vw):
+    """Collective: the distributed graph (global ids) moved to even blocks of its vertex
+    ids, ``(even dist, xadj, adjncy, adjwgt, weight columns)``.  A cluster is held by
+    the rank owning its id, so a rank may hold none of a coarse graph (a generated
+    2000-node graph at 32 ranks), and ParMETIS needs a vertex on every rank."""
+    R, me = comm.Get_size(), comm.Get_rank()
+    even = np.arange(R + 1, dtype=np.int64) * int(dist[-1]) // R
+    dest = owner_of(even, np.arange(dist[me], dist[me + 1], dtype=np.int64))
+    deg = np.diff(np.asarray(xadj, dtype=np.int64))
+    deg, cols = alltoallv(comm, dest, deg, np.stack([np.asarray(c, dtype=np.int64) for c in vw], axis=1))
+    edest = np.repeat(dest, np.diff(np.asarray(xadj, dtype=np.int64)))
+    ents = alltoallv(comm, edest, *[np.asarray(a, dtype=np.int64) for a in (adjncy, adjwgt) if a is not None])
+    x = np.zeros(len(deg) + 1, dtype=np.int64)
+    np.cumsum(deg, out=x[1:])
+    return even, x, ents[0], ents[1] if adjwgt is not None else None, [cols[:, j] for j in range(cols.shape[1])]
+
+
+def _uneven(comm, even, dist, parts):
+    """Collective: ``parts`` of this rank's block of ``even`` sent back to its block of ``dist``."""
+    me = comm.Get_rank()
+    (got,) = alltoallv(comm, owner_of(dist, np.arange(even[me], even[me + 1], dtype=np.int64)), parts)
+    return got
 
 
 def _clusters(comm, dist, xadj, adjncy, w0, bound, nparts, seed, rounds, cluster_factor, adjwgt, total, ghosts,
@@ -407,6 +441,9 @@ def _refine_up(levels, parts, nparts, ub, seed):
         if entry[0] == "gather":      # back to this rank's block of the distributed level
             _, c, d = entry
             parts = np.ascontiguousarray(parts[int(d[c.Get_rank()]):int(d[c.Get_rank() + 1])])
+            continue
+        if entry[0] == "even":        # back from even blocks to the ranks holding the clusters
+            parts = _uneven(entry[1], entry[3], entry[2], parts)
             continue
         c, d, x, a, w, vwl, proj, gh = entry
         parts = proj(parts)

@@ -283,3 +283,30 @@ def test_auto_coarsen_resolves_by_size(shared_dir, monkeypatch):
         got[limit] = conf["coarsen"]
         assert bool(conf["stats"]["coarsening"]) == (conf["coarsen"] == "lp")
     assert got == {10**9: "none", 1000: "lp"}
+
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_coarse_graph_with_a_rank_owning_no_cluster():
+    """A cluster is held by the rank owning its id, so a rank may hold none of the
+    coarsest graph (a generated 2000-node graph at 32 ranks: rank 0 held none, and
+    ParMETIS refused it). Here rank 0 holds no vertex at all, so it owns no cluster:
+    the coarsest graph moves to even blocks for ParMETIS and the parts come back to
+    every vertex, balanced and far better than a random split."""
+    n, P = 3000, 2
+    src, dst, _ = planted_graph(n, 12, 6, p_in=0.95, seed=5, loops=False)
+    xadj_all, adj_all, _, _, _, _, _ = _this_ranks_block(n, np.stack([src, dst], axis=1))
+    R, r = comm.Get_size(), comm.Get_rank()
+    vtxdist = np.array([0] + [n * i // max(1, R - 1) for i in range(R)], dtype=np.int64) if R > 1 else \
+        np.array([0, n], dtype=np.int64)
+    lo, hi = int(vtxdist[r]), int(vtxdist[r + 1])
+    xadj = (xadj_all[lo:hi + 1] - xadj_all[lo]).astype(np.int64)
+    adjncy = adj_all[xadj_all[lo]:xadj_all[hi]]
+    parts, info = coarsened_parts(comm, vtxdist, xadj, adjncy, [np.ones(hi - lo, dtype=np.int64)], P, 0, 1.05)
+    assert parts.shape == (hi - lo,) and (hi == lo or (parts.min() >= 0 and parts.max() < P))
+    tot = comm.allreduce(np.bincount(parts, minlength=P))
+    assert tot.sum() == n and tot.max() <= 1.05 * n / P + 1, tot
+    gp = np.concatenate(comm.allgather(parts))
+    rows = np.repeat(np.arange(n), np.diff(xadj_all))
+    assert np.count_nonzero(gp[rows] != gp[adj_all]) / len(adj_all) < 0.2
