@@ -186,10 +186,10 @@ def test_distributed_clusters_and_contraction(shared_dir):
 @pytest.mark.mpi
 @pytest.mark.timeout(180)
 def test_lp_coarsening_end_to_end(shared_dir):
-    """On a graph with small dense communities, LP coarsening stays close to ParMETIS' cut.
+    """On a graph with small dense communities, LP coarsening cuts no more than ParMETIS.
 
-    Measured: 1.18x at 1 rank, <= 1.1x at 2 ranks (clusters + ParMETIS + LP refinement
-    do not match ParMETIS' own multilevel refinement, hence the 1.25x bound)."""
+    Measured (clusters of up to n / (P * 32) nodes): 0.94x, 0.89x, 0.88x and 0.86x of
+    ParMETIS' cut at 1-4 ranks (with clusters 8x smaller: 1.08x, 1.00x, 0.96x)."""
     n, P = 20_000, 4
     src, dst, _ = planted_graph(n, 10, 400, p_in=0.9, seed=3, loops=False)
     path, g = make_raw(comm, shared_dir, n, src, dst, feat_dim=1, edge_feat=False)
@@ -207,7 +207,7 @@ def test_lp_coarsening_end_to_end(shared_dir):
             if co == "lp":
                 assert conf["stats"]["coarsening"]["clusters"] < n
     if comm.Get_rank() == 0:
-        assert cuts["lp"] <= 1.25 * cuts["none"] + 50, cuts
+        assert cuts["lp"] <= 1.05 * cuts["none"] + 50, cuts
 
 
 @pytest.mark.mpi
