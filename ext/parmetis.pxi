@@ -86,7 +86,7 @@ def parmetis_part_kway(MPI.Comm comm, vtxdist, xadj, adjncy, vwgt, adjwgt,
     return status, int(edgecut), part[:nlocal]
 
 
-def metis_part_kway(xadj, adjncy, vwgt, int ncon, int nparts, ubvec, int seed):
+def metis_part_kway(xadj, adjncy, vwgt, int ncon, int nparts, ubvec, int seed, adjwgt=None):
     """Call serial ``METIS_PartGraphKway`` (independent; one process).
 
     Returns ``(status, edgecut, part)``; ``status == METIS_OK`` on success.
@@ -103,10 +103,11 @@ def metis_part_kway(xadj, adjncy, vwgt, int ncon, int nparts, ubvec, int seed):
     cdef idx_t *p_xadj = _iptr(xadj)
     cdef idx_t *p_adjncy = _iptr(adjncy)
     cdef idx_t *p_vwgt = _iptr(vwgt)
+    cdef idx_t *p_adjwgt = _iptr(adjwgt)
     cdef real_t *p_ubvec = _rptr(ubvec)
     cdef idx_t *p_part = _iptr(part)
     cdef int status
     with nogil:
-        status = METIS_PartGraphKway(&nvtxs, &c_ncon, p_xadj, p_adjncy, p_vwgt, NULL, NULL,
+        status = METIS_PartGraphKway(&nvtxs, &c_ncon, p_xadj, p_adjncy, p_vwgt, NULL, p_adjwgt,
                                      &c_nparts, NULL, p_ubvec, options, &edgecut, p_part)
     return status == METIS_OK, int(edgecut), part[:nvtxs]

@@ -41,14 +41,13 @@ import numpy as np
 
 from .. import _ext
 from ..comm.agree import agreed
-from ..comm.alltoall import allgather_blocks, alltoallv
 from ..comm.collectives import all_sum, allreduce
 from ..comm.ghosts import Ghosts
 from ..comm.mpi import MPI
 from ..errors import InputError
 from .arrays import stable_argsort
-from .cross_lp import Projection, contract_across, cross_lp_clusters, owner_of
-from .parmetis import part_kway
+from .cross_lp import Projection, contract_across, cross_lp_clusters
+from .coarsest import gather_graph, starts, uneven
 
 #: Coarsening methods accepted by ``partition_graph(coarsen=...)``; ``auto`` is ``lp``
 #: for graphs of at least ``AUTO_LP_NODES`` nodes and ``none`` below.
@@ -97,10 +96,6 @@ REFINED = 4
 CUT_CHUNK = 1 << 18
 #: The clustering kernel labels a rank's vertices with int32: fewer than this many per rank.
 LOCAL_LIMIT = int(np.iinfo(np.int32).max)
-#: What a coarsest graph still too large for ParMETIS' idx_t calls for.
-COARSE_FIX = ("the coarsest cluster graph of --coarsen lp is still that large (the graph barely clusters): "
-              "partition with --method random, or use a ParMETIS built with IDXTYPEWIDTH=64")
-
 
 def resolve_coarsen(coarsen: str, num_nodes: int) -> str:
     """Independent: the coarsening ``coarsen`` stands for on a graph of ``num_nodes``."""
@@ -248,17 +243,6 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     return moved
 
 
-def _gather_graph(comm, dist, xadj, adjncy, adjwgt, vw):
-    """Collective: the whole distributed graph on every rank (CSR, edge weights and
-    vertex weight columns)."""
-    counts = np.diff(dist)
-    gx = np.zeros(int(dist[-1]) + 1, dtype=np.int64)
-    np.cumsum(allgather_blocks(comm, np.diff(xadj).astype(np.int64), counts), out=gx[1:])
-    ga = allgather_blocks(comm, np.asarray(adjncy, dtype=np.int64))
-    gw = None if adjwgt is None else allgather_blocks(comm, np.asarray(adjwgt, dtype=np.int64))
-    return gx, ga, gw, [allgather_blocks(comm, np.asarray(c, dtype=np.int64), counts) for c in vw]
-
-
 def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], nparts: int, seed: int,
                     ubvec=1.05, rounds: int = LP_ROUNDS,
                     cluster_factor: int = CLUSTER_FACTOR, max_levels: int = MAX_LEVELS,
@@ -273,9 +257,11 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     Each level's adjacency is rewritten into table indices (:class:`Ghosts`) while it
     is clustered, contracted and refined; ``keep_adjncy=False`` leaves the caller's
     ``adjncy`` so (the caller drops it) instead of holding 8 bytes per ghost to write
-    it back.  ParMETIS runs ``tries`` times on the coarsest graph; the ``refined``
-    partitions of smallest cut are each carried back and refined through every level,
-    and the one cutting least on the input graph is kept.  Returns ``(parts, info)``
+    it back.  The coarsest graph is partitioned ``tries`` times (:func:`.coarsest.starts`:
+    serial METIS with one seed each, spread over the ranks, or ParMETIS on a coarsest
+    graph too large to copy); the ``refined`` partitions of smallest cut are each
+    carried back and refined through every level, and the one cutting least on the
+    input graph is kept.  Returns ``(parts, info)``
     with ``info`` holding each level's size and the seconds of each step."""
     t0 = time.perf_counter()
     adjncy = np.require(adjncy, np.int64, ["C", "W"])     # rewritten in place: a copy if read-only
@@ -289,15 +275,11 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
         t2 = time.perf_counter()
         ncon = len(weights)
         ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
-        starts = []
-        for t in range(max(1, tries)):   # the coarsest graph is small: ParMETIS with a few seeds
-            p, cut = part_kway(cur, dist, gx, ga, vwgt=np.stack(vw, axis=1).reshape(-1), ncon=ncon,
-                               nparts=nparts, adjwgt=gw, ubvec=ub, seed=(seed + 7 * t) % 2**31, return_cut=True,
-                               fix=COARSE_FIX)
-            starts.append((cut, t, p))
+        found, method = starts(comm, cur, dist, (gx, ga, gw, vw), nparts, ub, seed, tries, refined,
+                               int(all_sum(comm, len(adjncy)) * GATHER_FRACTION), levels)
         t3 = time.perf_counter()
         best, cuts = None, []
-        for _, _, p in sorted(starts, key=lambda s: s[:2])[:max(1, refined)]:
+        for p in found:
             parts, moved = _refine_up(levels, p, nparts, ub, seed)
             cuts.append(_level_cut(levels[0], parts))
             if best is None or cuts[-1] < best[0]:
@@ -313,7 +295,7 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
             "levels": sizes, "clusters": sizes[-1]["clusters"], "cluster_edges": sizes[-1]["cluster_edges"],
             "inter_cluster_edge_fraction": round(sizes[0]["edge_weight"] / max(1, nedge), 4),
             "lp_s": round(float(tmax[0]), 3), "contract_s": round(float(tmax[1]), 3),
-            "parmetis_s": round(float(tmax[2]), 3), "refine_moves": int(moved),
+            "coarsest": method, "parmetis_s": round(float(tmax[2]), 3), "refine_moves": int(moved),
             "refined_cuts": cuts,
             "refine_s": round(float(tmax[3]), 3), "total_s": round(time.perf_counter() - t0, 3),
             "per_rank": {k: comm.allgather(int(v)) for k, v in sorted(work.items())}}
@@ -363,46 +345,13 @@ def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster
                       "across_ranks": cur.Get_size() > 1})
         if cur.Get_size() > 1 and ne <= gather_max:
             levels.append(("gather", cur, dist))
-            gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
+            gx, ga, gw, vw = gather_graph(cur, dist, gx, ga, gw, vw)
             dist, cur = np.array([0, K], dtype=np.int64), MPI.COMM_SELF
         clock["contract"] += time.perf_counter() - t1
         if K > MIN_SHRINK * n_all or K <= COARSEST_PER_PART * nparts:
             break
         n_all = K
-    if cur.Get_size() > 1 and np.any(np.diff(dist) == 0):     # ParMETIS wants a vertex on every rank
-        if int(dist[-1]) < cur.Get_size():
-            levels.append(("gather", cur, dist))
-            gx, ga, gw, vw = _gather_graph(cur, dist, gx, ga, gw, vw)
-            dist, cur = np.array([0, int(dist[-1])], dtype=np.int64), MPI.COMM_SELF
-        else:
-            even, gx, ga, gw, vw = _evened(cur, dist, gx, ga, gw, vw)
-            levels.append(("even", cur, dist, even))
-            dist = even
     return cur, dist, gx, ga, gw, vw
-
-
-def _evened(comm, dist, xadj, adjncy, adjwgt, vw):
-    """Collective: the distributed graph (global ids) moved to even blocks of its vertex
-    ids, ``(even dist, xadj, adjncy, adjwgt, weight columns)``.  A cluster is held by
-    the rank owning its id, so a rank may hold none of a coarse graph (a generated
-    2000-node graph at 32 ranks), and ParMETIS needs a vertex on every rank."""
-    R, me = comm.Get_size(), comm.Get_rank()
-    even = np.arange(R + 1, dtype=np.int64) * int(dist[-1]) // R
-    dest = owner_of(even, np.arange(dist[me], dist[me + 1], dtype=np.int64))
-    deg = np.diff(np.asarray(xadj, dtype=np.int64))
-    deg, cols = alltoallv(comm, dest, deg, np.stack([np.asarray(c, dtype=np.int64) for c in vw], axis=1))
-    edest = np.repeat(dest, np.diff(np.asarray(xadj, dtype=np.int64)))
-    ents = alltoallv(comm, edest, *[np.asarray(a, dtype=np.int64) for a in (adjncy, adjwgt) if a is not None])
-    x = np.zeros(len(deg) + 1, dtype=np.int64)
-    np.cumsum(deg, out=x[1:])
-    return even, x, ents[0], ents[1] if adjwgt is not None else None, [cols[:, j] for j in range(cols.shape[1])]
-
-
-def _uneven(comm, even, dist, parts):
-    """Collective: ``parts`` of this rank's block of ``even`` sent back to its block of ``dist``."""
-    me = comm.Get_rank()
-    (got,) = alltoallv(comm, owner_of(dist, np.arange(even[me], even[me + 1], dtype=np.int64)), parts)
-    return got
 
 
 def _clusters(comm, dist, xadj, adjncy, w0, bound, nparts, seed, rounds, cluster_factor, adjwgt, total, ghosts,
@@ -449,7 +398,7 @@ def _refine_up(levels, parts, nparts, ub, seed):
             parts = np.ascontiguousarray(parts[int(d[c.Get_rank()]):int(d[c.Get_rank() + 1])])
             continue
         if entry[0] == "even":        # back from even blocks to the ranks holding the clusters
-            parts = _uneven(entry[1], entry[3], entry[2], parts)
+            parts = uneven(entry[1], entry[3], entry[2], parts)
             continue
         c, d, x, a, w, vwl, proj, gh = entry
         parts = proj(parts)

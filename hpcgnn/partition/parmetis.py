@@ -159,33 +159,40 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
 
 
 def metis_part_kway(xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *, ubvec=None,
-                    seed: int = 0) -> np.ndarray:
+                    seed: int = 0, adjwgt=None, return_cut: bool = False):
     """Independent: serial METIS k-way partitioning of a whole CSR graph (one process).
 
-    Used as a baseline in benchmarks and tests; honours multi-constraint ``vwgt``.
+    Honours multi-constraint ``vwgt`` and edge weights ``adjwgt``; ``seed`` is METIS'
+    own (a different seed, a different partition).  Returns the parts (int64), with
+    ``return_cut`` the pair ``(parts, weighted cut)``.
     """
     where = "metis_part_kway"
     xadj = _ints(xadj, "xadj", 0, where)
     adjncy = _ints(adjncy, "adjncy", 0, where)
     vwgt = None if vwgt is None else _ints(np.asarray(vwgt).reshape(-1), "vwgt", 0, where)
+    adjwgt = None if adjwgt is None else _ints(adjwgt, "adjwgt", 0, where)
     ncon, nparts = int(ncon), int(nparts)
     n = len(xadj) - 1
     if n < 0:
         raise InputError(f"{where}: xadj must hold at least one entry (rank 0)")
-    _check_local(0, 1, np.array([0, n], dtype=np.int64), xadj, adjncy, vwgt, ncon, nparts, None, where)
+    _check_local(0, 1, np.array([0, n], dtype=np.int64), xadj, adjncy, vwgt, ncon, nparts, adjwgt, where)
     ub = None if ubvec is None else np.ascontiguousarray(_weights(ncon, nparts, ubvec, None, 0, where)[0],
                                                          dtype=REAL_DTYPE)
     if nparts == 1:
-        return np.zeros(n, dtype=np.int64)
+        return (np.zeros(n, dtype=np.int64), 0) if return_cut else np.zeros(n, dtype=np.int64)
     found = size_problem([0, n], [len(adjncy)])
     if found is not None:
         raise InputError(f"{where}: {found[0]}: {FIX} (rank 0)")
     if vwgt is not None:
         vwgt = _idx(fit_weights(MPI.COMM_SELF, vwgt.reshape(n, ncon)).reshape(-1), "vwgt", 0, where)
+    if adjwgt is not None:
+        adjwgt = _idx(fit_weights(MPI.COMM_SELF, adjwgt), "adjwgt", 0, where)
     xadj, adjncy = _idx(xadj, "xadj", 0, where), _idx(adjncy, "adjncy", 0, where)
-    ok, _cut, part = _ext.metis_part_kway(xadj, adjncy, vwgt, int(ncon), int(nparts), ub, seed)
+    ok, cut, part = _ext.metis_part_kway(xadj, adjncy, vwgt, int(ncon), int(nparts), ub, int(seed), adjwgt)
     if not ok:
         raise PartitionError("METIS_PartGraphKway failed")
+    if return_cut:
+        return part.astype(np.int64), int(cut)
     return part.astype(np.int64)
 
 

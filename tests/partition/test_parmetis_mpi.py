@@ -163,6 +163,26 @@ def test_serial_metis_checks_its_input():
     assert set(metis_part_kway(*ring, nparts=2).tolist()) <= {0, 1}      # valid input still runs
 
 
+def test_serial_metis_follows_edge_weights_and_seeds():
+    """A ring of 40 whose edges weigh 100 but 5-6 and 25-26 (1): the balanced halves
+    must cut those two (cut 2, what METIS reports); on a grid, other seeds give other
+    partitions."""
+    n = 40
+    xadj, adj = np.arange(0, 2 * n + 1, 2), np.array([[(v - 1) % n, (v + 1) % n] for v in range(n)]).ravel()
+    light = {(5, 6), (6, 5), (25, 26), (26, 25)}
+    w = np.array([1 if (v, u) in light else 100 for v in range(n) for u in adj[2 * v:2 * v + 2]])
+    parts, cut = metis_part_kway(xadj, adj, nparts=2, adjwgt=w, return_cut=True)
+    assert cut == 2
+    assert len(set(parts[6:26])) == 1 and set(np.r_[parts[:6], parts[26:]]) == {1 - parts[6]}
+    side = 20
+    adj_of = [[u for u in (v - 1 if v % side else -1, v + 1 if (v + 1) % side else -1, v - side, v + side)
+               if 0 <= u < side * side] for v in range(side * side)]
+    gx = np.cumsum([0] + [len(a) for a in adj_of])
+    ga = np.concatenate(adj_of)
+    got = {tuple(metis_part_kway(gx, ga, nparts=4, seed=s)) for s in range(4)}
+    assert len(got) > 1
+
+
 def test_idx_width_is_reported():
     from hpcgnn import _ext
 

@@ -9,6 +9,7 @@ from hpcgnn import _ext
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.partition import partition_graph
 from hpcgnn.partition import coarsen as coarsen_mod
+from hpcgnn.partition import coarsest as coarsest_mod
 from hpcgnn.partition.coarsen import coarsened_parts, contract, lp_clusters
 from harness import load_all, make_raw, planted_graph
 
@@ -288,12 +289,15 @@ def test_auto_coarsen_resolves_by_size(shared_dir, monkeypatch):
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-def test_coarse_graph_with_a_rank_owning_no_cluster():
+@pytest.mark.parametrize("metis_entries", [coarsest_mod.METIS_ENTRIES, 0])
+def test_coarse_graph_with_a_rank_owning_no_cluster(monkeypatch, metis_entries):
     """A cluster is held by the rank owning its id, so a rank may hold none of the
     coarsest graph (a generated 2000-node graph at 32 ranks: rank 0 held none, and
     ParMETIS refused it). Here rank 0 holds no vertex at all, so it owns no cluster:
-    the coarsest graph moves to even blocks for ParMETIS and the parts come back to
-    every vertex, balanced and far better than a random split."""
+    serial METIS takes it whole, and ParMETIS (a coarsest graph too large to copy)
+    takes it in even blocks; the parts come back to every vertex, balanced and far
+    better than a random split."""
+    monkeypatch.setattr(coarsest_mod, "METIS_ENTRIES", metis_entries)
     n, P = 3000, 2
     src, dst, _ = planted_graph(n, 12, 6, p_in=0.95, seed=5, loops=False)
     xadj_all, adj_all, _, _, _, _, _ = _this_ranks_block(n, np.stack([src, dst], axis=1))
@@ -304,6 +308,7 @@ def test_coarse_graph_with_a_rank_owning_no_cluster():
     xadj = (xadj_all[lo:hi + 1] - xadj_all[lo]).astype(np.int64)
     adjncy = adj_all[xadj_all[lo]:xadj_all[hi]]
     parts, info = coarsened_parts(comm, vtxdist, xadj, adjncy, [np.ones(hi - lo, dtype=np.int64)], P, 0, 1.05)
+    assert info["coarsest"] == ("metis" if metis_entries else "parmetis")
     assert parts.shape == (hi - lo,) and (hi == lo or (parts.min() >= 0 and parts.max() < P))
     tot = comm.allreduce(np.bincount(parts, minlength=P))
     assert tot.sum() == n and tot.max() <= 1.05 * n / P + 1, tot
