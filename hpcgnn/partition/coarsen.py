@@ -1,5 +1,5 @@
-"""Coarsening before ParMETIS: size-constrained label propagation, then ParMETIS on
-the cluster graph.
+"""Coarsening by size-constrained label propagation, then seeded partitions of the
+coarsest cluster graph refined back up.
 
 ParMETIS coarsens by heavy-edge matching, which shrinks power-law ("complex")
 networks slowly: hubs match with one neighbour per level and the levels pile up.
@@ -24,7 +24,8 @@ follows the edges).  Once a cluster graph has at most ``GATHER_ENTRIES`` adjacen
 entries, and its copies on all ranks together at most ``GATHER_FRACTION`` of the input's,
 it is gathered on every rank, and the coarser levels are built on it whole
 (otherwise, with more ranks, every level's clusters would see only one rank's share
-of the neighbours).  ParMETIS partitions the coarsest graph; going back
+of the neighbours).  The coarsest graph is partitioned from several seeds
+(:mod:`.coarsest`: serial METIS spread over the ranks); going back
 level by level, every vertex takes its cluster's part and a few sweeps of k-way
 label-propagation refinement (:func:`refine`) move single vertices to the part with
 the most edge weight to them, within the balance bound of every constraint.

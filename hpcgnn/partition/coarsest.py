@@ -101,7 +101,7 @@ def starts(comm, cur, dist, graph, nparts: int, ub, seed: int, tries: int, refin
         vwgt = np.stack(vw, axis=1).reshape(-1)
         for t in range(me, max(1, tries), k) if me < k else ():
             p, cut = metis_part_kway(gx, ga, vwgt=vwgt, ncon=len(vw), nparts=nparts, ubvec=ub, adjwgt=gw,
-                                     seed=(seed + 7 * t) % 2**31, return_cut=True)
+                                     seed=(seed + 7 * t) % 2**31, return_cut=True, fix=COARSE_FIX)
             mine.append((cut, t, p))
     ranked = sorted((c, t) for got in allgather(comm, [(c, t) for c, t, _ in mine]) for c, t in got)
     kept = {t: p for _, t, p in mine}

@@ -159,12 +159,13 @@ def part_kway(comm, vtxdist, xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int
 
 
 def metis_part_kway(xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *, ubvec=None,
-                    seed: int = 0, adjwgt=None, return_cut: bool = False):
+                    seed: int = 0, adjwgt=None, return_cut: bool = False, fix: str = FIX):
     """Independent: serial METIS k-way partitioning of a whole CSR graph (one process).
 
     Honours multi-constraint ``vwgt`` and edge weights ``adjwgt``; ``seed`` is METIS'
     own (a different seed, a different partition).  Returns the parts (int64), with
-    ``return_cut`` the pair ``(parts, weighted cut)``.
+    ``return_cut`` the pair ``(parts, weighted cut)``.  A graph past what ``idx_t``
+    holds raises :class:`~hpcgnn.errors.InputError` proposing ``fix``.
     """
     where = "metis_part_kway"
     xadj = _ints(xadj, "xadj", 0, where)
@@ -182,7 +183,7 @@ def metis_part_kway(xadj, adjncy, vwgt=None, ncon: int = 1, nparts: int = 2, *, 
         return (np.zeros(n, dtype=np.int64), 0) if return_cut else np.zeros(n, dtype=np.int64)
     found = size_problem([0, n], [len(adjncy)])
     if found is not None:
-        raise InputError(f"{where}: {found[0]}: {FIX} (rank 0)")
+        raise InputError(f"{where}: {found[0]}: {fix} (rank 0)")
     if vwgt is not None:
         vwgt = _idx(fit_weights(MPI.COMM_SELF, vwgt.reshape(n, ncon)).reshape(-1), "vwgt", 0, where)
     if adjwgt is not None:
