@@ -83,16 +83,19 @@ GATHER_ENTRIES = 1 << 25
 #: the input graph's adjacency entries: every rank holds one copy, so past that the
 #: copies, not the graph, set the job's peak memory (it stays distributed one more level)
 GATHER_FRACTION = 1 / 8
-#: ParMETIS runs (seeds) on the coarsest graph, and how many of them (smallest cut
-#: first) are refined back through every level, the smallest final cut kept: on graphs
-#: whose communities are far larger than a cluster the coarsest cut predicts little,
-#: and the finest level's refinement settles in one of two modes (a generated 200k-node
-#: graph at 2 ranks: seeds 0-2 cut 0.480, 0.474, 0.402 with one start refined).  The
-#: coarsest graph has a few thousand vertices, so more runs cost little, and the four
-#: best of 16 reach the better mode where the four best of 4 did not (the same graph,
-#: 4 parts, 2 ranks: 0.474 -> 0.400, +1 s; a 1M-node graph's ParMETIS step +0.5 s).
+#: Partitions (seeds) of the coarsest graph, and how many of them (smallest cut first)
+#: are refined back through every level at a time, the smallest final cut kept.  On
+#: graphs whose communities label propagation does not find (a generated graph of 16
+#: classes, half its edges inside them: clusters are 20% pure, the coarsest partition
+#: projected back cuts 0.67, as a random one would) the coarsest cut predicts nothing
+#: and the finest refinement lands in one of two modes (0.400 or 0.45-0.49), so four more
+#: starts are refined while the final cuts so far differ by more than ``REFINE_SPREAD``
+#: (their spread shows the draw) and the last four found a cut smaller by more than
+#: that; where the coarsest cut predicts the final one (the products-sized graph: four
+#: final cuts within 0.25%) four are refined.
 TRIES = 16
 REFINED = 4
+REFINE_SPREAD = 0.02
 #: Vertices per chunk when a level's cut is counted (bounds its temporary arrays).
 CUT_CHUNK = 1 << 18
 #: The clustering kernel labels a rank's vertices with int32: fewer than this many per rank.
@@ -260,9 +263,10 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     ``adjncy`` so (the caller drops it) instead of holding 8 bytes per ghost to write
     it back.  The coarsest graph is partitioned ``tries`` times (:func:`.coarsest.starts`:
     serial METIS with one seed each, spread over the ranks, or ParMETIS on a coarsest
-    graph too large to copy); the ``refined`` partitions of smallest cut are each
-    carried back and refined through every level, and the one cutting least on the
-    input graph is kept.  Returns ``(parts, info)``
+    graph too large to copy); the partitions of smallest cut are carried back and
+    refined through every level, ``refined`` at a time while their final cuts differ
+    by more than ``REFINE_SPREAD`` and the last ones found a smaller cut, and the one
+    cutting least on the input graph is kept.  Returns ``(parts, info)``
     with ``info`` holding each level's size and the seconds of each step."""
     t0 = time.perf_counter()
     adjncy = np.require(adjncy, np.int64, ["C", "W"])     # rewritten in place: a copy if read-only
@@ -276,11 +280,14 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
         t2 = time.perf_counter()
         ncon = len(weights)
         ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
-        found, method = starts(comm, cur, dist, (gx, ga, gw, vw), nparts, ub, seed, tries, refined,
+        found, method = starts(comm, cur, dist, (gx, ga, gw, vw), nparts, ub, seed, tries,
                                int(all_sum(comm, len(adjncy)) * GATHER_FRACTION), levels)
         t3 = time.perf_counter()
-        best, cuts = None, []
-        for p in found:
+        best, cuts, batch = None, [], max(1, refined)
+        for i, p in enumerate(found):
+            if i and i % batch == 0 and (max(cuts) <= (1 + REFINE_SPREAD) * min(cuts) or (
+                    i > batch and min(cuts[-batch:]) >= min(cuts[:-batch]) / (1 + REFINE_SPREAD))):
+                break                 # the finals agree, or the last batch found nothing better
             parts, moved = _refine_up(levels, p, nparts, ub, seed)
             cuts.append(_level_cut(levels[0], parts))
             if best is None or cuts[-1] < best[0]:

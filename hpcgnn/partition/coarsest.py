@@ -75,11 +75,11 @@ def uneven(comm, even, dist, parts):
     return got
 
 
-def starts(comm, cur, dist, graph, nparts: int, ub, seed: int, tries: int, refined: int, budget: int,
+def starts(comm, cur, dist, graph, nparts: int, ub, seed: int, tries: int, budget: int,
            levels: list) -> tuple[list, str]:
-    """Collective over ``comm`` (every rank of the job): the ``refined`` partitions of
-    smallest cut (ties: the earlier try) among ``tries`` seeded starts on the coarsest
-    graph ``graph = (xadj, adjncy, adjwgt, weight columns)``, distributed on ``cur``
+    """Collective over ``comm`` (every rank of the job): ``tries`` seeded starts,
+    smallest cut first (ties: the earlier try), on the coarsest graph
+    ``graph = (xadj, adjncy, adjwgt, weight columns)``, distributed on ``cur``
     as ``dist`` (``cur`` is ``COMM_SELF`` when every rank holds it whole).  Returns
     ``(parts per start, method)``: each start's parts of every coarsest vertex with
     ``method == "metis"`` (a ``("gather", cur, dist)`` level is appended when the graph
@@ -87,7 +87,7 @@ def starts(comm, cur, dist, graph, nparts: int, ub, seed: int, tries: int, refin
     gx, ga, gw, vw = graph
     entries = all_sum(cur, len(ga))
     if entries > METIS_ENTRIES:
-        return _parmetis_starts(cur, dist, graph, nparts, ub, seed, tries, refined, levels), "parmetis"
+        return _parmetis_starts(cur, dist, graph, nparts, ub, seed, tries, levels), "parmetis"
     R, me = comm.Get_size(), comm.Get_rank()
     whole = cur.Get_size() == 1
     k = max(1, min(R, tries, R if whole else budget // max(1, entries)))
@@ -105,12 +105,12 @@ def starts(comm, cur, dist, graph, nparts: int, ub, seed: int, tries: int, refin
             mine.append((cut, t, p))
     ranked = sorted((c, t) for got in allgather(comm, [(c, t) for c, t, _ in mine]) for c, t in got)
     kept = {t: p for _, t, p in mine}
-    return [bcast(comm, kept.get(t), root=t % k) for _, t in ranked[:max(1, refined)]], "metis"
+    return [bcast(comm, kept.get(t), root=t % k) for _, t in ranked], "metis"
 
 
-def _parmetis_starts(cur, dist, graph, nparts, ub, seed, tries, refined, levels):
-    """Collective over ``cur``: the ``refined`` ParMETIS partitions of smallest cut
-    among ``tries`` seeds, each of this rank's block of the coarsest graph."""
+def _parmetis_starts(cur, dist, graph, nparts, ub, seed, tries, levels):
+    """Collective over ``cur``: ``tries`` ParMETIS partitions (seeds), smallest cut first,
+    each of this rank's block of the coarsest graph."""
     gx, ga, gw, vw = graph
     if cur.Get_size() > 1 and np.any(np.diff(dist) == 0):     # ParMETIS wants a vertex on every rank
         even, gx, ga, gw, vw = evened(cur, dist, gx, ga, gw, vw)
@@ -122,5 +122,5 @@ def _parmetis_starts(cur, dist, graph, nparts, ub, seed, tries, refined, levels)
                            nparts=nparts, adjwgt=gw, ubvec=ub, seed=(seed + 7 * t) % 2**31, return_cut=True,
                            fix=COARSE_FIX)
         found.append((cut, t, p))
-    return [p for _, _, p in sorted(found, key=lambda s: s[:2])[:max(1, refined)]]
+    return [p for _, _, p in sorted(found, key=lambda s: s[:2])]
 

@@ -263,7 +263,11 @@ def test_multilevel_coarsening(monkeypatch, gather):
     cut = np.count_nonzero(gp[rows] != gp[adj_all]) / len(adj_all)
     assert cut < 0.4, cut
     # the kept partition is the one of smallest final cut among the refined starts
-    assert len(info["refined_cuts"]) == coarsen_mod.REFINED
+    cuts, batch, spread = info["refined_cuts"], coarsen_mod.REFINED, coarsen_mod.REFINE_SPREAD
+    assert len(cuts) % batch == 0 or len(cuts) == coarsen_mod.TRIES
+    for i in range(batch, len(cuts), batch):     # another batch only while the finals disagreed ...
+        assert max(cuts[:i]) > (1 + spread) * min(cuts[:i]), cuts
+        assert i == batch or min(cuts[i - batch:i]) < min(cuts[:i - batch]) / (1 + spread), cuts   # ... and improved
     assert min(info["refined_cuts"]) == np.count_nonzero(gp[rows] != gp[adj_all])
     _, one = coarsened_parts(comm, vtxdist, xadj, adjncy, w, P, 0, [1.05, 1.03], cluster_factor=32, max_levels=3,
                              refined=1)
