@@ -53,6 +53,8 @@ def main():
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     work = a.workdir or (tempfile.mkdtemp(prefix="hpcgnn-bench-") if rank == 0 else None)
+    if rank == 0:
+        os.makedirs(work, exist_ok=True)          # --workdir may name a directory not made yet
     work = comm.bcast(work, root=0)
     raw = os.path.join(work, "graph.h5")
     out = os.path.join(work, "parts")
