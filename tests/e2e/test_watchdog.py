@@ -262,7 +262,8 @@ def test_a_server_killed_during_the_final_inference_is_named(parts, tmp_path):
     """Layer-wise inference reads rows through shared memory and never waits on the
     servers: it watches them as the training steps do.  (Each rank's output is read
     from its own file: when another rank exits first, Open MPI may end the job before
-    its merged output carried the trainers' lines.)"""
+    its merged output carried the trainers' lines, or before the second trainer saw
+    the server gone.)"""
     ranks_out = tmp_path / "out"
     cmd = ["mpirun", "--oversubscribe", "--output-filename", str(ranks_out), "-n", "4", sys.executable, "-m",
            "hpcgnn", "train", "--part-config", parts,
@@ -272,10 +273,16 @@ def test_a_server_killed_during_the_final_inference_is_named(parts, tmp_path):
     # training is over: inference runs (3000 batches of 1 node per layer)
     job, out = _kill_after_an_epoch(cmd, str(tmp_path / "run"), 2, signal.SIGKILL, wait_s=1.0)
     assert job.returncode != 0 and '"kind": "final"' not in out
-    for r in (1, 3):                                    # both trainers name the server
+    firsts = {}
+    for r in (1, 3):
         err = next(ranks_out.rglob(f"rank.{r}/stderr")).read_text()
-        first = next((ln for ln in err.splitlines() if ln.startswith("hpcgnn")), err[-3000:])
-        assert "rank 2 (server, node 1, host " in first and "whose process is gone" in first, err
+        firsts[r] = next((ln for ln in err.splitlines() if ln.startswith("hpcgnn")), err[-3000:])
+    # a trainer names the server; the other names it too, unless the launcher tore it down
+    # first (once the first trainer ended; 2 of 6 runs here on the code of 1e691a0): it
+    # never says anything else
+    assert any(firsts.values()), firsts
+    for first in filter(None, firsts.values()):
+        assert "rank 2 (server, node 1, host " in first and "whose process is gone" in first, firsts
         assert "layer-wise inference stops" in first
 
 
