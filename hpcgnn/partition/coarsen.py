@@ -273,6 +273,7 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     clock = {"lp": 0.0, "contract": 0.0}
     work = {"edges_scanned": 0, "values_sent": 0, "exchanges": 0, "moves_rejected": 0}     # this rank's, across rank blocks
     levels, sizes, restore = [], [], []
+    nedge = all_sum(comm, len(adjncy))
     try:
         cur, dist, gx, ga, gw, vw = _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds,
                                              cluster_factor, max_levels, levels, sizes, restore, clock,
@@ -281,13 +282,12 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
         ncon = len(weights)
         ub = np.broadcast_to(np.asarray(ubvec, dtype=np.float64), (ncon,)).copy()
         found, method = starts(comm, cur, dist, (gx, ga, gw, vw), nparts, ub, seed, tries,
-                               int(all_sum(comm, len(adjncy)) * GATHER_FRACTION), levels)
+                               int(nedge * GATHER_FRACTION), levels)
         t3 = time.perf_counter()
-        best, cuts, batch = None, [], max(1, refined)
+        best, cuts = None, []
         for i, p in enumerate(found):
-            if i and i % batch == 0 and (max(cuts) <= (1 + REFINE_SPREAD) * min(cuts) or (
-                    i > batch and min(cuts[-batch:]) >= min(cuts[:-batch]) / (1 + REFINE_SPREAD))):
-                break                 # the finals agree, or the last batch found nothing better
+            if i and i % max(1, refined) == 0 and _enough(cuts, max(1, refined)):
+                break
             parts, moved = _refine_up(levels, p, nparts, ub, seed)
             cuts.append(_level_cut(levels[0], parts))
             if best is None or cuts[-1] < best[0]:
@@ -298,7 +298,6 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
             gh.to_global(a)
     t4 = time.perf_counter()
     tmax = allreduce(comm, [clock["lp"], clock["contract"], t3 - t2, t4 - t3], "max")
-    nedge = all_sum(comm, len(adjncy))
     info = {"method": "lp", "rounds": int(rounds), "cluster_factor": int(cluster_factor),
             "levels": sizes, "clusters": sizes[-1]["clusters"], "cluster_edges": sizes[-1]["cluster_edges"],
             "inter_cluster_edge_fraction": round(sizes[0]["edge_weight"] / max(1, nedge), 4),
@@ -308,6 +307,15 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
             "refine_s": round(float(tmax[3]), 3), "total_s": round(time.perf_counter() - t0, 3),
             "per_rank": {k: comm.allgather(int(v)) for k, v in sorted(work.items())}}
     return parts, info
+
+
+def _enough(cuts: list, batch: int) -> bool:
+    """Independent: whether the starts refined so far (their final ``cuts``, in batches
+    of ``batch``) settle it: the finals agree within ``REFINE_SPREAD``, or the last
+    batch found no cut smaller by more than that."""
+    if max(cuts) <= (1 + REFINE_SPREAD) * min(cuts):
+        return True
+    return len(cuts) > batch and min(cuts[-batch:]) >= min(cuts[:-batch]) / (1 + REFINE_SPREAD)
 
 
 def _coarsen(comm, vtxdist, xadj, adjncy, weights, nparts, seed, rounds, cluster_factor, max_levels,

@@ -123,4 +123,3 @@ def _parmetis_starts(cur, dist, graph, nparts, ub, seed, tries, levels):
                            fix=COARSE_FIX)
         found.append((cut, t, p))
     return [p for _, _, p in sorted(found, key=lambda s: s[:2])]
-

@@ -319,3 +319,23 @@ def test_coarse_graph_with_a_rank_owning_no_cluster(monkeypatch, metis_entries):
     gp = np.concatenate(comm.allgather(parts))
     rows = np.repeat(np.arange(n), np.diff(xadj_all))
     assert np.count_nonzero(gp[rows] != gp[adj_all]) / len(adj_all) < 0.2
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_metis_starts_do_not_depend_on_how_many_ranks_hold_a_copy(monkeypatch):
+    """The coarsest graph stays distributed (no gather); its serial METIS starts run on
+    one rank holding a copy, or spread over every rank: the same 16 seeds, so the same
+    starts, parts and refined cuts."""
+    monkeypatch.setattr(coarsen_mod, "GATHER_ENTRIES", 0)
+    n, P = 6000, 3
+    src, dst, _ = planted_graph(n, 12, 60, p_in=0.8, seed=7, loops=False)
+    _, _, vtxdist, lo, hi, xadj, adjncy = _this_ranks_block(n, np.stack([src, dst], axis=1))
+    w = [np.ones(hi - lo, dtype=np.int64)]
+    got = []
+    for fraction in (1e-9, 1e9):          # the copies' budget: one rank, or every rank
+        monkeypatch.setattr(coarsen_mod, "GATHER_FRACTION", fraction)
+        parts, info = coarsened_parts(comm, vtxdist, xadj, adjncy, w, P, 0, 1.05, max_levels=1)
+        assert info["coarsest"] == "metis" and not info["levels"][-1]["gathered"]
+        got.append((parts, info["refined_cuts"]))
+    assert np.array_equal(got[0][0], got[1][0]) and got[0][1] == got[1][1]
