@@ -18,7 +18,9 @@ is therefore looked after by a compiled thread that needs no GIL: it names a gon
 peer of this host, and the SIGTERM with which the launcher begins tearing the job
 down wakes it at once (through Python's signal wake-up descriptor), so a peer
 already gone is named then instead of the rank dying unnamed; with no peer gone
-the rank ends as SIGTERM's default would (``scancel``).
+the rank ends as SIGTERM's default would (``scancel``).  Outside a phase SIGTERM is a
+stop request (:mod:`.signals`), and a rank that receives it while waiting names a
+rank of this host whose process is gone (:data:`terminating`).
 """
 from __future__ import annotations
 
@@ -126,8 +128,9 @@ def _wake_on_term() -> tuple[int, int] | None:
         return None
     r, w = os.pipe()
     os.set_blocking(w, False)
-    if signal.set_wakeup_fd(w, warn_on_full_buffer=False) != -1:    # not ours to take
-        signal.set_wakeup_fd(-1)
+    old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    if old != -1:                                        # not ours to take: put it back
+        signal.set_wakeup_fd(old)
         os.close(r)
         os.close(w)
         return None
@@ -173,6 +176,33 @@ TICK_S = 0.2
 COLLECTIVE_GRACE_S = 2.0
 
 
+#: set on SIGTERM (by :mod:`.signals`, which records it as a stop request): a launcher
+#: that lost a rank sends it to the others before SIGKILL (mpirun 1 s later by default),
+#: so a rank then waiting (a trainer at a barrier for another trainer, which is ending the
+#: job itself) names a gone rank of this host at once instead of dying unnamed
+terminating = threading.Event()
+
+_signal_fd: int | None = None       # the signal wake-up pipe's read end (signals.install)
+
+
+def read_signals_from(fd: int) -> None:
+    """The watchdog thread learns of SIGTERM from ``fd``, the read end of the signal
+    wake-up pipe (:func:`signal.set_wakeup_fd`), even while the main thread, which
+    runs Python's handlers, is inside a blocking call."""
+    global _signal_fd
+    _signal_fd = fd
+
+
+def _terminating() -> bool:
+    if _signal_fd is not None:
+        try:
+            if int(signal.SIGTERM) in os.read(_signal_fd, 512):
+                terminating.set()
+        except OSError:                 # nothing written (non-blocking), or closed
+            pass
+    return terminating.is_set()
+
+
 #: a gap this long between two looks means this process itself was stopped
 STOPPED_S = 5.0
 #: how long a rank ending the job waits for the launcher to forward its line
@@ -205,6 +235,7 @@ def _watch() -> None:
         if late:
             t, _, what, ranks, _ = min(late)
             _end_job(limit, t, what, ranks)
+        _look_on_term(limit, waits)
         for t, kind, what, ranks, among in waits:
             if kind == "wait-gone-ok" or _guarded:     # in a phase, the compiled thread looks
                 gone = None
@@ -217,6 +248,19 @@ def _watch() -> None:
                 gone = None
             if gone is not None:
                 _end_job(limit, t, what, ranks, line=gone_line(gone, what, phase=kind == "phase"))
+
+
+def _look_on_term(limit: float, waits: list) -> None:
+    """After SIGTERM, a rank in a wait (not a phase, which the compiled thread looks
+    after, nor one that does without a gone rank) ends the job naming a rank of this
+    host whose process is gone, whoever it waited for."""
+    waits = [w for w in waits if w[1] == "wait"]
+    if not _terminating() or not waits or _guarded:
+        return
+    gone = gone_among(())
+    if gone is not None:
+        t, _, what, ranks, _ = min(waits)
+        _end_job(limit, t, what, ranks, line=gone_line(gone, what))
 
 
 def gone_among(ranks: tuple) -> int | None:

@@ -22,6 +22,7 @@ def test_signals_are_recorded_then_ignored_at_exit():
         for s, h in before.items():
             signal.signal(s, h)
         signals.clear()
+        signal.set_wakeup_fd(-1)        # install() gave the watchdog the wake-up descriptor
 
 
 def test_the_process_hooks_have_off_switches(monkeypatch):

@@ -110,3 +110,55 @@ def test_sigterm_after_a_suspend_with_every_peer_alive_ends_as_its_default():
             job.communicate()
     assert job.returncode == 128 + signal.SIGTERM, err
     assert "hpcgnn:" not in err and "the phase went on" not in out
+
+
+# a trainer at a collective whose other member (rank 0, this process) is alive but
+# elsewhere, while a server of this host (rank 1) is gone or alive: the launcher's
+# SIGTERM comes while the main thread is inside MPI, where Python runs no handler
+WAIT = """
+import os, signal, socket, subprocess, sys, threading, time
+import numpy as np
+from hpcgnn.comm import peers, signals, watchdog
+from hpcgnn.comm.mpi import MPI
+MPI.COMM_WORLD.Get_rank()
+ended = subprocess.Popen([sys.executable, "-c", "pass"])
+ended.wait()
+host = socket.gethostname()
+peer = ended.pid if sys.argv[1] == "gone" else os.getpid()
+peers.TABLE.update({0: ("trainer", 0, host, os.getpid()), 1: ("server", 1, host, peer)})
+signals.install()
+with watchdog.waiting("the other trainers at a barrier", among=(0,)):
+    print("waiting", flush=True)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()     # once inside MPI
+    if sys.argv[1] == "gone":
+        MPI.COMM_SELF.Recv(np.zeros(1), source=0, tag=7)     # never sent: only the watchdog ends this
+    time.sleep(3)
+print("the wait went on", signals.received())
+"""
+
+
+@pytest.mark.timeout(150)
+def test_sigterm_in_a_wait_names_a_gone_rank_of_this_host():
+    """mpirun sends SIGTERM once a rank is gone (SIGKILL follows): a rank waiting for
+    another that is alive (a trainer at a barrier while the other ends the job) names
+    the gone rank instead of dying unnamed, even from inside an MPI call."""
+    from conftest import clean_mpi_env
+
+    done = subprocess.run([sys.executable, "-c", WAIT, "gone"], env=clean_mpi_env({"HPCGNN_TIMEOUT": "600"}),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    line = done.stderr.splitlines()[0]
+    assert line.startswith("hpcgnn: rank 1 (server, node 1, host ") and "whose process is gone" in line, line
+    assert "(rank 0 (trainer, node 0, host " in line and "was waiting for the other trainers at a barrier); " \
+        "ending the job" in line, line
+
+
+@pytest.mark.timeout(150)
+def test_sigterm_in_a_wait_with_every_rank_alive_is_a_stop_request():
+    """``scancel``: nobody is gone, so SIGTERM is only recorded (the trainers stop at a step)."""
+    from conftest import clean_mpi_env
+
+    done = subprocess.run([sys.executable, "-c", WAIT, "alive"], env=clean_mpi_env({"HPCGNN_TIMEOUT": "600"}),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "hpcgnn:" not in done.stderr, done.stderr
+    assert "the wait went on ['SIGTERM']" in done.stdout

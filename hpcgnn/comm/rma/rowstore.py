@@ -10,17 +10,16 @@ world rank ``owners[k]`` (a server).  Everyone reads and writes rows by global i
   rows are copied with plain loads (``HPCGNN_SHM_READS=rma`` uses a passive-target
   ``Get`` on the shared window instead, as osc sm would); writes and atomics go
   through the window;
-* **other host**: passive-target reads (a few growing ``Rget``s per owner) on a world
-  window created (``Win.Create``) over that same shared memory, so a host holds one
-  copy.
+* **other host**: passive-target reads (growing ``Rget``s) on a world window created
+  (``Win.Create``) over that same shared memory, so a host holds one copy.
 
 Every window is opened once with ``Lock_all`` at creation and closed at
 :meth:`RowStore.free`; a gather's RMA reads name an indexed block of the requested
 rows on the target and of their places in ``out`` here: one ``Get`` per range, then
 ``Flush``, on the shared window; growing ``Rget``s across hosts (see
-:attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put``
-(:meth:`RowStore.scatter`) and ``Accumulate`` / ``Get_accumulate`` (atomic per
-element, the basis of sparse optimizers), in :mod:`hpcgnn.comm.rma.rowwrites`.
+:attr:`RowStore.get_first_piece_bytes`).  Writes are ``Put`` (:meth:`RowStore.scatter`)
+and ``Accumulate`` / ``Get_accumulate`` (atomic per element, the basis of sparse
+optimizers), in :mod:`hpcgnn.comm.rma.rowwrites`.
 
 Choices made by measurement (Open MPI 4.1.4, see ``docs``/the report):
 
@@ -55,7 +54,7 @@ from ...errors import InputError
 from . import hugepages, readstats, rowchecks as rs, transfers as _transfers
 from .. import probes, watchdog as _watchdog
 from ..agree import agreed
-from ..collectives import all_min
+from ..collectives import all_min, collective
 from .datatypes import ALIGN as _ALIGN, MAX_OP_BYTES, default_owners as _default_owners, element_type as _element_type
 from ..mpi import MPI, serialized
 from .facts import RowFacts
@@ -458,25 +457,26 @@ class RowStore(RowWrites, RowFacts):
     # ------------------------------------------------------------------ sync, lifetime
     @serialized
     def barrier(self, comm=None) -> None:
-        """Collective over the world (or over ``comm``, a group of readers and writers,
-        e.g. the trainers while the owners serve): every write issued before it
-        (``local_rows`` stores, ``scatter``, ``accumulate``) by a rank of that group is
-        visible to every read after it by a rank of that group."""
+        """Collective over the world (or ``comm``, e.g. the trainers while the owners
+        serve), watched: every write before it (``local_rows`` stores, ``scatter``,
+        ``accumulate``) by a rank of the group is visible to its reads after it."""
         self._check_open()
-        for w in self._windows():
-            w.Flush_all()
-            w.Sync()
-        (self._world if comm is None else comm).Barrier()
-        for w in self._windows():
-            w.Sync()
+        comm = self._world if comm is None else comm
+        with collective(comm, f"the other ranks at the barrier of {self.name!r}"):
+            for w in self._windows():
+                w.Flush_all()
+                w.Sync()
+            comm.Barrier()
+            for w in self._windows():
+                w.Sync()
 
     @serialized
     def free(self) -> None:
-        """Collective over the world: close the epochs and free the windows (the
-        shared memory is released; nothing is left in ``/dev/shm``).  Idempotent."""
+        """Collective over the world: close the epochs, free the windows and /dev/shm.  Idempotent."""
         if self._freed:
             return
-        self._world.Barrier()
+        with collective(self._world, f"the other ranks to free {self.name!r}"):
+            self._world.Barrier()
         self._release(locked=True)
 
     def _release(self, locked: bool) -> None:
