@@ -1,7 +1,5 @@
 """A small MPI job for the failure tests: one rank misbehaves, the others wait in a
 collective that the bad rank never enters.  Usage: fail_job.py MODE [RANK]."""
-import os
-import signal
 import sys
 import time
 
@@ -20,7 +18,7 @@ if mode == "raise-before-init":
     world.Barrier()
     sys.exit(0)
 
-if mode in ("mpi-finalize", "served", "plain-torch"):
+if mode in ("served", "plain-torch"):
     ctx = hpcgnn.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per_node=2)
     if mode == "plain-torch":           # a DGL script's own torch.distributed start
         import torch
@@ -32,7 +30,7 @@ if mode in ("mpi-finalize", "served", "plain-torch"):
         print(f"rank {rank} allreduce {t.item():.0f} of {dist.get_world_size()}", flush=True)
         dist.destroy_process_group()
     print(f"rank {rank} finished", flush=True)
-    if mode == "mpi-finalize":           # an mpi4py habit, without ctx.finalize()
+    if mode == "plain-torch":           # and an mpi4py habit: MPI.Finalize(), without ctx.finalize()
         MPI.Finalize()
     sys.exit(0)
 
@@ -50,8 +48,6 @@ ctx = hpcgnn.comm.initialize(layout="servers=1,samplers=0,trainers=1", ranks_per
 if rank == bad:
     if mode == "raise":
         raise ValueError("trainer exploded")
-    if mode == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
     if mode == "thread":
         import threading
 
