@@ -99,7 +99,8 @@ def assumptions(model: dict, seeds_from: str) -> list[str]:
     return [f"model fitted on {model['cores']} cores ({model['measured']}); cluster cores as fast as those",
             f"{100 * RESERVE:.0f}% of each node's memory left to the OS and MPI",
             "partition time: one core per rank, the per-core work measured here, communication as measured "
-            "here (not measured beyond 2 cores); a lower bound: 16-23% low on the 1M-node graph left out of the fit",
+            "here (not measured beyond 2 cores); a rough guide: 11% low to 29% high on the 1M-node graph left out "
+            "of the fit at 1-2 ranks",
             f"epoch: batches of {t['batch_size']} seeds, fanouts {t['fanouts']}, steps as fast as with "
             f"{t['trainers']} trainers here (CPU, shared memory); a network's remote gathers are slower",
             f"training seeds: {seeds_from}",
