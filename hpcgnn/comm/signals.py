@@ -44,27 +44,10 @@ def install(signals=(signal.SIGUSR1, signal.SIGTERM)) -> None:
         return
     if not _installed:
         atexit.register(_ignore_at_exit)    # registered first, so it runs last
-        _tell_the_watchdog()
+        watchdog.read_signals()   # Python runs _handler only once the main thread is back from MPI
     for s in signals:
         signal.signal(s, _handler)
         _installed.add(s)
-
-
-def _tell_the_watchdog() -> None:
-    """Have every caught signal's number written to a pipe the watchdog thread reads:
-    Python runs ``_handler`` only once the main thread is back from a blocking call
-    (an MPI barrier), but the watchdog must learn of SIGTERM while it waits.  Not
-    where the wake-up descriptor is already someone else's (an asyncio loop's)."""
-    r, w = os.pipe()
-    for fd in (r, w):
-        os.set_blocking(fd, False)
-    old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-    if old != -1:                           # not ours to take: put it back
-        signal.set_wakeup_fd(old)
-        os.close(r)
-        os.close(w)
-        return
-    watchdog.read_signals_from(r)
 
 
 def _ignore_at_exit() -> None:

@@ -126,15 +126,25 @@ def _wake_on_term() -> tuple[int, int] | None:
     if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return None
+    wake = _wakeup_pipe(blocking_read=True)
+    if wake is not None:
+        signal.signal(signal.SIGTERM, _term)
+    return wake
+
+
+def _wakeup_pipe(blocking_read: bool) -> tuple[int, int] | None:
+    """Main thread: a pipe (read end, write end) to which every caught signal writes
+    its number (Python's wake-up descriptor), or None where that descriptor is already
+    someone else's (an asyncio loop's), which is left in place."""
     r, w = os.pipe()
     os.set_blocking(w, False)
+    os.set_blocking(r, blocking_read)
     old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     if old != -1:                                        # not ours to take: put it back
         signal.set_wakeup_fd(old)
         os.close(r)
         os.close(w)
         return None
-    signal.signal(signal.SIGTERM, _term)
     return r, w
 
 
@@ -185,12 +195,14 @@ terminating = threading.Event()
 _signal_fd: int | None = None       # the signal wake-up pipe's read end (signals.install)
 
 
-def read_signals_from(fd: int) -> None:
-    """The watchdog thread learns of SIGTERM from ``fd``, the read end of the signal
-    wake-up pipe (:func:`signal.set_wakeup_fd`), even while the main thread, which
-    runs Python's handlers, is inside a blocking call."""
+def read_signals() -> None:
+    """Main thread: the watchdog thread learns of SIGTERM from the signal wake-up pipe
+    even while the main thread, which runs Python's handlers, is inside a blocking call
+    (not where the wake-up descriptor is already someone else's)."""
     global _signal_fd
-    _signal_fd = fd
+    wake = _wakeup_pipe(blocking_read=False)
+    if wake is not None:
+        _signal_fd = wake[0]
 
 
 def _terminating() -> bool:

@@ -11,15 +11,18 @@ import time
 import pytest
 
 # rank 1 is a process that already ended ("gone") or this process itself ("alive")
-SCRIPT = """
-import ctypes, os, signal, socket, subprocess, sys, time
-from hpcgnn.comm import peers, watchdog
+PEERS = """
+import ctypes, os, signal, socket, subprocess, sys, threading, time
+import numpy as np
+from hpcgnn.comm import peers, signals, watchdog
 from hpcgnn.comm.mpi import MPI
 MPI.COMM_WORLD.Get_rank()
 ended = subprocess.Popen([sys.executable, "-c", "pass"])
 ended.wait()
 host = socket.gethostname()
 peer = ended.pid if sys.argv[1] == "gone" else os.getpid()
+"""
+SCRIPT = PEERS + """
 peers.TABLE.update({0: ("hpcgnn partition", "-", host, os.getpid()), 1: ("hpcgnn partition", "-", host, peer)})
 with watchdog.watching("hpcgnn partition"):
     print("in the phase", flush=True)
@@ -115,16 +118,7 @@ def test_sigterm_after_a_suspend_with_every_peer_alive_ends_as_its_default():
 # a trainer at a collective whose other member (rank 0, this process) is alive but
 # elsewhere, while a server of this host (rank 1) is gone or alive: the launcher's
 # SIGTERM comes while the main thread is inside MPI, where Python runs no handler
-WAIT = """
-import os, signal, socket, subprocess, sys, threading, time
-import numpy as np
-from hpcgnn.comm import peers, signals, watchdog
-from hpcgnn.comm.mpi import MPI
-MPI.COMM_WORLD.Get_rank()
-ended = subprocess.Popen([sys.executable, "-c", "pass"])
-ended.wait()
-host = socket.gethostname()
-peer = ended.pid if sys.argv[1] == "gone" else os.getpid()
+WAIT = PEERS + """
 peers.TABLE.update({0: ("trainer", 0, host, os.getpid()), 1: ("server", 1, host, peer)})
 signals.install()
 with watchdog.waiting("the other trainers at a barrier", among=(0,)):
