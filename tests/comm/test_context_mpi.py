@@ -3,6 +3,7 @@ import pytest
 
 import hpcgnn
 import hpcgnn.comm
+from hpcgnn.comm import failure
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.errors import LayoutError
 
@@ -54,6 +55,10 @@ def test_two_virtual_nodes_three_roles():
     assert ctx.ranks_of("server") == [0, 2] and ctx.ranks_of("trainer", node=1) == [3]
     assert ctx.node_role_comm.Get_size() == 1 and ctx.host_role_comm is ctx.node_role_comm
     assert ctx.ranks_of("trainer", host=1) == [3] and ctx.host_of(3) == ctx.node_of(3) == 1
+    # an uncaught error's line names the rank's role and node (tests/e2e/test_failure.py: the job ends)
+    line = failure.failure_line(ValueError, ValueError("server exploded"))
+    assert line.startswith(f"hpcgnn: rank {world.Get_rank()}/4 ({ctx.role}, node {ctx.node_id}, host ")
+    assert line.endswith("): ValueError: server exploded")
     if ctx.is_trainer:
         assert ctx.trainer_comm.allreduce(world.Get_rank()) == 1 + 3
     ctx.finalize()

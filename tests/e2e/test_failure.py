@@ -5,8 +5,9 @@ initialize, DGL's ip_config and a bad HPCGNN_FINISH_TIMEOUT: tests/comm/test_con
 and one rank's error raised on every rank (agreed errors): tests/comm/test_agree_mpi.py,
 in process.
 
-Each test launches a fresh 4-rank job (two virtual nodes of server + trainer) in
-which one rank fails while the others wait in a barrier.
+The launches are 4-rank jobs (two virtual nodes of server + trainer) in which one rank
+fails while the others wait in a barrier; an error before initialize and one in a
+thread meet the same hook in a single process (MPI's singleton: no launch).
 """
 import os
 import time
@@ -27,29 +28,41 @@ def _run(mpirun, *args):
     return res, time.monotonic() - t0
 
 
-@pytest.mark.parametrize("bad", [1, 2])
-def test_exception_on_one_rank_aborts_everyone(mpirun, bad):
-    res, _ = _run(mpirun, "raise", str(bad))
+def test_exception_on_one_rank_aborts_everyone(mpirun):
+    """Rank 1 (a trainer) raises while the others wait in a barrier.  A server's line:
+    tests/comm/test_context_mpi.py (the role and node of each rank, in process)."""
+    res, _ = _run(mpirun, "raise", "1")
     assert res.returncode != 0
-    role = "trainer" if bad % 2 else "server"
-    node = bad // 2
-    line = f"hpcgnn: rank {bad}/4 ({role}, node {node}, host "
-    assert line in res.stderr, res.stderr[-2000:]
+    assert "hpcgnn: rank 1/4 (trainer, node 0, host " in res.stderr, res.stderr[-2000:]
     assert "ValueError: trainer exploded" in res.stderr
     assert "finished" not in res.stdout
 
 
-def test_exception_before_initialize_aborts(mpirun):
-    res, _ = _run(mpirun, "raise-before-init", "3")
-    assert res.returncode != 0
-    assert "hpcgnn: rank 3/4 (no role, node ?, host" in res.stderr
+def _alone(code: str):
+    """``code`` run by one process (MPI's singleton, no launch) after ``import hpcgnn``:
+    the same hook ends it as ends a job (its Abort: the test above)."""
+    import subprocess
+    import sys
+
+    from conftest import clean_mpi_env
+
+    return subprocess.run([sys.executable, "-c", "import threading, time\nimport hpcgnn\n" + code],
+                          capture_output=True, text=True, timeout=60, env=clean_mpi_env())
+
+
+def test_exception_before_initialize_is_named():
+    res = _alone("raise RuntimeError('broken before initialize')")
+    assert res.returncode == 1
+    assert "hpcgnn: rank 0/1 (no role, node ?, host " in res.stderr, res.stderr
     assert "RuntimeError: broken before initialize" in res.stderr
 
 
-def test_exception_in_a_thread_aborts(mpirun):
-    res, _ = _run(mpirun, "thread", "1")
-    assert res.returncode != 0
-    assert "ZeroDivisionError" in res.stderr and "rank 1/4 (trainer, node 0" in res.stderr
+def test_exception_in_a_thread_ends_the_process():
+    """The main thread sleeps on: the thread's error ends the process (it would wait
+    for ever in a job's collective)."""
+    res = _alone("t = threading.Thread(target=lambda: 1 / 0)\nt.start()\nt.join()\ntime.sleep(60)\nprint('woke')")
+    assert res.returncode == 1 and "woke" not in res.stdout
+    assert "hpcgnn: rank 0/1 (no role, node ?, host " in res.stderr and "ZeroDivisionError" in res.stderr, res.stderr
 
 
 def test_a_trainer_that_ends_early_ends_the_job_after_the_finish_timeout(mpirun):
