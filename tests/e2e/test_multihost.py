@@ -25,8 +25,8 @@ import hosts as testbed
 pytestmark = pytest.mark.slow
 PY = sys.executable
 CO_LOCATED = "servers=1,samplers=0,trainers=1"
-# the same settings as tests/train/test_train.py's separate-mode test: a batch depends only on
-# the settings, so every layout and every placement trains bitwise the same model
+# a batch depends only on the settings, so every layout and every placement trains bitwise the
+# same model
 COMMON = ["--epochs", "2", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--progress", "off",
           "--feature-rows", "refs", "--cache-bytes", "100000", "--seed", "3"]
 # Open MPI notices a host it can no longer reach through TCP keepalive on its
@@ -252,14 +252,20 @@ def _same_model(a, b):
 def test_separate_mode_across_three_hosts(bed, graph, resumed):
     """Server-client layout on real hosts: hosts 0 and 1 hold [server, sampler], host 2
     both trainers, which get every batch over TCP; bitwise the model trained co-located
-    (and cut and resumed)."""
+    (and cut and resumed), so the same accuracy.  The same script, no code change: the
+    co-located trainers read their feature rows in place (``--feature-rows refs``), the
+    sampler ranks send copies, and the cache (on trainers, on sampler ranks) reports
+    its hits in both."""
     cfg, _ = graph
     run = f"{bed.shared}/separate"
     res = _ok(_train(bed, cfg, run, hosts=(0, 1, 2), layout="server_nodes=2,servers=1,samplers=1,trainers=2",
                      timeout=240))
     assert "loader mode samplers" in res.stdout and "2 trainer(s)" in res.stdout
+    assert "features copy" in res.stdout and "features refs" in resumed.cut.stdout, resumed.cut.stdout
     assert _same_model(f"{run}/model.pt", f"{resumed.run}/model.pt")
     assert _final(res.stdout)["test_acc"] == _final(resumed.back.stdout)["test_acc"]
+    for rows in (_epochs(res.stdout), _epochs(resumed.cut.stdout) + _epochs(resumed.back.stdout)):
+        assert len(rows) == 2 and all(0 < r["cache_hit_rate"] <= 1 for r in rows), rows
 
 
 # --------------------------------------------------------------------------- network faults

@@ -1,9 +1,9 @@
 """Training (examples/node_classification.py) where a launch of its own is the point:
-a bad flag ends the launch with one line, SIGUSR1 checkpoints and exits cleanly, the
-separate-mode layout (6 ranks) trains the co-located run's model bitwise; and the
-settings, the run directory's lock, the curve and the one-rank device path in this
-process.  Accuracy, resume and bad input: whole jobs in the 4-rank pass
-(tests/train/test_train_mpi.py)."""
+SIGUSR1 checkpoints and exits cleanly; and the settings, the run directory's lock,
+the curve and the one-rank device path in this process.  Accuracy, resume and bad input: whole jobs in the 4-rank pass
+(tests/train/test_train_mpi.py).  The separate-mode layout trains the co-located
+run's model bitwise: tests/e2e/test_multihost.py (across real hosts) and
+tests/train/test_rgcn.py (virtual nodes)."""
 import json
 import os
 import signal
@@ -42,24 +42,6 @@ def _graph(d, n, deg, feat, classes, seed):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     return _graph(str(tmp_path_factory.mktemp("small")), 3000, 8, 8, 4, 5)
-
-
-#: the short runs compared bitwise (cut and resumed vs not; co-located vs sampler ranks):
-#: the co-located trainers read their rows in place, the sampler ranks send copies
-SHORT = ["--epochs", "3", "--batch-size", "64", "--hidden", "16", "--fanouts", "4,3", "--seed", "3",
-         "--progress", "off", "--feature-rows", "refs", "--cache-bytes", "100000"]
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(small, tmp_path_factory):
-    """One co-located short run, read by the resume and the separate-mode tests:
-    ``(CompletedProcess, run_dir)``."""
-    from conftest import mpi_launch
-
-    run = tmp_path_factory.mktemp("short") / "a"
-    res = _train(mpi_launch, small[1], run, *SHORT)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res, run
 
 
 def _train(mpirun, cfg, run_dir, *extra, timeout=300, gpus=False):
@@ -196,31 +178,6 @@ def test_unlabelled_nodes_leave_the_shares_even(small, tmp_path, monkeypatch):
     total = int((np.asarray(g.ndata["train_mask"][np.arange(g.num_nodes())]).astype(bool)
                  & (np.asarray(g.ndata["label"][np.arange(g.num_nodes())]) >= 0)).sum())
     assert len(both) == total and abs(len(shares[0]) - len(shares[1])) <= 1
-
-
-@pytest.mark.timeout(400)
-@pytest.mark.slow
-def test_separate_mode_trains_the_same_model(mpirun, small, uninterrupted, tmp_path):
-    """Server-client layout: 2 nodes of [server, sampler] hold the partitions and
-    produce the batches, a third node holds both trainers; the same script, no code
-    change, and - batches being a function of the settings only - bitwise the same
-    model as the co-located layout (so the same accuracy).  The co-located trainers
-    read their feature rows in place (``--feature-rows refs``), the sampler ranks
-    send copies: the same numbers."""
-    _, cfg = small
-    here, here_dir = uninterrupted
-    assert "features refs" in here.stdout
-    args = [sys.executable, SCRIPT, "--part-config", cfg, "--run-dir", str(tmp_path / "sep"), "--layout",
-            "server_nodes=2,servers=1,samplers=1,trainers=2", "--ranks-per-node", "2", *SHORT]
-    sep = mpirun(6, args, timeout=300)
-    assert sep.returncode == 0, sep.stdout + sep.stderr
-    assert "loader mode samplers" in sep.stdout and "features copy" in sep.stdout
-    a, b = torch.load(here_dir / "model.pt"), torch.load(tmp_path / "sep" / "model.pt")
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    for out in (here.stdout, sep.stdout):         # the cache (on trainers, on sampler ranks) reports its hits
-        rates = [json.loads(line)["cache_hit_rate"] for line in out.splitlines() if '"kind": "epoch"' in line]
-        assert len(rates) == 3 and all(0 < r <= 1 for r in rates), out
-    assert _final(here.stdout)["test_acc"] == _final(sep.stdout)["test_acc"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
