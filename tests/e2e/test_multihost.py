@@ -405,8 +405,8 @@ def test_host_unreachable_mid_epoch_the_launcher_ends_the_job(bed, graph):
 def test_a_server_frozen_on_another_host_is_caught_and_the_step_saved(bed, graph):
     """Host 1's server frozen (SIGSTOP) during an epoch: host 0's trainer reads its rows
     over the network, host 1's trainer through shared memory.  The job ends naming the
-    server (by the trainer of its host after HPCGNN_TIMEOUT stopped, or by a read that
-    waited that long: both count from the freeze), and a trainer writes the step it
+    server (by the trainer of its host after HPCGNN_TIMEOUT stopped, or when its
+    allreduce or a read waited that long: each counts from the freeze), and a trainer writes the step it
     holds, which --resume continues from (issue 39)."""
     cfg, _ = graph
     run = f"{bed.shared}/frozen-server"
@@ -435,7 +435,9 @@ def test_a_server_frozen_on_another_host_is_caught_and_the_step_saved(bed, graph
     print(f"frozen server: the job ended {ended} s after the freeze (HPCGNN_TIMEOUT=10)\n" + "\n".join(named[:6]))
     assert ended is not None and job.p.returncode != 0, job.text()[-4000:]
     assert named and named[0].startswith(f"hpcgnn: rank 2 (server, node 1, host {bed[1].name})"), named
-    assert "10 s" in named[0], named
+    # the bound: the watchdog's "10 s", or torch.distributed's timeout (set from HPCGNN_TIMEOUT) on the
+    # host-mate trainer, whose allreduce waited on the trainer reading from the frozen server
+    assert "10 s" in named[0] or "10000ms" in named[0], named
     assert any("checkpoint of step" in ln and "--resume continues from it" in ln for ln in named), named
     res = _train(bed, cfg, run, "--resume", "--epochs", "1")
     assert res.returncode == 0 and "resumed from" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
