@@ -180,7 +180,7 @@ def test_pipeline_trains(cluster, tmp_path):
     logs = "".join(f"\n--- {f}\n" + (work / f).read_text()
                    for f in sorted(os.listdir(work)) if f.endswith(".out"))
     assert proc.returncode == 0, "".join(first) + rest + logs
-    assert "stopped at step" in out and "requeueing job" in out, logs
+    assert "stopped at step" in out and "SIGUSR1" in out and "requeueing job" in out, logs
     assert _job_field(cluster, ids["train"], "Restarts") == "1", logs
     runs = re.findall(r"^hpcgnn-train: job .*$", out, re.M)
     assert len(runs) == 2 and "--resume" in runs[1] and "--resume" not in runs[0], runs

@@ -1,15 +1,14 @@
-"""Training (examples/node_classification.py) where a launch of its own is the point:
-SIGUSR1 checkpoints and exits cleanly; and the settings, the run directory's lock,
-the curve and the one-rank device path in this process.  Accuracy, resume and bad input: whole jobs in the 4-rank pass
-(tests/train/test_train_mpi.py).  The separate-mode layout trains the co-located
+"""Training (examples/node_classification.py) in this process: the settings, the run
+directory's lock, the curve and the one-rank device path.  SIGUSR1 (mpirun forwards
+it: the run checkpoints and exits cleanly): tests/e2e/test_slurm.py's pipeline, whose
+sbatch shell passes it to mpirun.  Accuracy, resume and bad input: whole jobs in the
+4-rank pass (tests/train/test_train_mpi.py).  The separate-mode layout trains the co-located
 run's model bitwise: tests/e2e/test_multihost.py (across real hosts) and
 tests/train/test_rgcn.py (virtual nodes)."""
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
@@ -72,30 +71,6 @@ def test_a_run_dir_in_use_is_refused(tmp_path):
     finally:
         holder.communicate("", timeout=60)
     check_run_dir(str(tmp_path / "r"))          # free again once that process has ended
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.slow
-def test_sigusr1_checkpoints_and_exits_cleanly(small, tmp_path):
-    _, cfg = small
-    cmd = ["mpirun", "--oversubscribe", "-n", "4", sys.executable, SCRIPT, "--part-config", cfg, "--run-dir",
-           str(tmp_path / "run"), *LAYOUT, "--epochs", "100000", "--batch-size", "64", "--hidden", "16",
-           "--fanouts", "4,3"]
-    p = subprocess.Popen(cmd, env=clean_mpi_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try:
-        for line in p.stdout:
-            if line.startswith('{"kind": "epoch"'):
-                break
-        time.sleep(0.5)
-        p.send_signal(signal.SIGUSR1)          # mpirun forwards SIGUSR1 to every rank
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0, out + err
-    assert "stopped at step" in out and "SIGUSR1" in out, out
-    assert os.listdir(tmp_path / "run" / "checkpoints")
 
 
 def test_config_rejects_unknown_keys_and_bad_values(tmp_path):

@@ -13,8 +13,8 @@ would run them, without a launch each.
   job before training with one agreed message; unlabelled nodes are neither trained
   nor scored.
 
-What needs a launch of its own stays in tests/train/test_train.py: SIGUSR1 (the
-separate-mode layout's 6 ranks: tests/e2e/test_multihost.py); a bad flag's one line is
+What needs a launch of its own: SIGUSR1 (tests/e2e/test_slurm.py's pipeline) and the
+separate-mode layout's 6 ranks (tests/e2e/test_multihost.py); a bad flag's one line is
 its 2-rank in-process test."""
 import json
 import os
