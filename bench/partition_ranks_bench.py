@@ -130,6 +130,7 @@ def main():
     p.add_argument("--skip-peers", action="store_true", help="leave out serial METIS and KaMinPar")
     a = p.parse_args()
     work = a.workdir or tempfile.mkdtemp(prefix="hpcgnn-ranks-bench-")
+    os.makedirs(work, exist_ok=True)
     raw = os.path.join(work, "graph.h5")
     gen = _run(MPIRUN + ["-n", "2"] + HPCGNN + ["generate", raw, "--num-nodes", str(a.num_nodes), "--avg-degree",
                                                 str(a.avg_degree), "--feat-dim", "1", "--num-classes", "16",

@@ -13,7 +13,7 @@ cdef extern from "label_prop.h" nogil:
                         int64_t *cwgt)
     int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                          int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
-                         int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed)
+                         int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed, int swap)
     int64_t hg_ghost_mark(const int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, int64_t N, uint64_t *bits)
     void hg_ghost_local(int64_t *adjncy, int64_t m, int64_t lo, int64_t hi, const uint64_t *bits,
                         const int64_t *before)
@@ -93,11 +93,13 @@ def contract_clusters(const int64_t[::1] cstart, const int64_t[::1] members,
 def lp_refine(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
               int32_t[::1] gpart, int64_t[::1] part, const int64_t[:, ::1] w,
               int64_t[:, ::1] pw, const int64_t[:, ::1] cap, uint64_t seed,
-              const int64_t[::1] adjwgt=None):
+              const int64_t[::1] adjwgt=None, bint swap=False):
     """One sweep of k-way LP refinement of the local parts (``part`` and ``pw`` updated
     in place; ``gpart``, int32 parts of all vertices, gets this rank's entries from
     ``part``).  ``w``: ``(n, ncon)`` vertex weights; ``pw``/``cap``: ``(nparts, ncon)``
-    part weights and the most each may reach.  Returns the number of moves."""
+    part weights and the most each may reach.  ``swap``: a vertex whose better part is
+    full waits for one of that part that wants its part, and the two trade places when
+    both parts stay within ``cap``.  Returns the number of moves."""
     cdef int64_t n = xadj.shape[0] - 1
     cdef int64_t m
     if n <= 0:
@@ -109,7 +111,7 @@ def lp_refine(const int64_t[::1] xadj, const int64_t[::1] adjncy, int64_t lo,
     cdef const int64_t *pwt = _weights(adjwgt, adjncy, "lp_refine")
     with nogil:
         m = hg_lp_refine(n, &xadj[0], pa, pwt, lo, &gpart[0], &part[0], &w[0, 0], w.shape[1], pw.shape[0],
-                         &pw[0, 0], &cap[0, 0], seed)
+                         &pw[0, 0], &cap[0, 0], seed, swap)
     if m < 0:
         raise MemoryError("lp_refine: out of memory")
     return int(m)

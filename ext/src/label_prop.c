@@ -186,15 +186,42 @@ int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
     return m;
 }
 
+/* Whether vertex v leaving part a for part b, and vertex u leaving b for a, keeps both
+ * parts within cap in every weight column. */
+static int swap_fits(const int64_t *w, int64_t ncon, const int64_t *pw, const int64_t *cap,
+                     int64_t v, int64_t u, int64_t a, int64_t b) {
+    for (int64_t j = 0; j < ncon; j++) {
+        int64_t d = w[v * ncon + j] - w[u * ncon + j];
+        if (pw[b * ncon + j] + d > cap[b * ncon + j] || pw[a * ncon + j] - d > cap[a * ncon + j]) return 0;
+    }
+    return 1;
+}
+
+static void move_to(const int64_t *w, int64_t ncon, int64_t *pw, int32_t *mine, int64_t *part,
+                    int64_t v, int64_t from, int64_t to) {
+    for (int64_t j = 0; j < ncon; j++) {
+        pw[from * ncon + j] -= w[v * ncon + j];
+        pw[to * ncon + j] += w[v * ncon + j];
+    }
+    mine[v] = (int32_t)to; part[v] = to;
+}
+
 int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                      int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
-                     int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed) {
+                     int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed, int swap) {
     if (n <= 0) return 0;
     int64_t nb = (n + BLK - 1) / BLK;
     int64_t *conn = calloc((size_t)nparts, sizeof(int64_t));
     int64_t *touched = malloc((size_t)nparts * sizeof(int64_t));
     int64_t *blocks = malloc((size_t)nb * sizeof(int64_t));
-    if (!conn || !touched || !blocks) { free(conn); free(touched); free(blocks); return -1; }
+    /* swap: a vertex whose better part is full waits in the queue of its (part, wanted
+     * part) pair, a linked list through qnext, until one of the wanted part wants its part */
+    int64_t *qhead = swap ? malloc((size_t)(nparts * nparts) * sizeof(int64_t)) : NULL;
+    int64_t *qnext = swap ? malloc((size_t)n * sizeof(int64_t)) : NULL;
+    if (!conn || !touched || !blocks || (swap && (!qhead || !qnext))) {
+        free(conn); free(touched); free(blocks); free(qhead); free(qnext); return -1;
+    }
+    for (int64_t i = 0; swap && i < nparts * nparts; i++) qhead[i] = -1;
     uint64_t state = seed * 0x2545F4914F6CDD1DULL + 7;
     for (int64_t b = 0; b < nb; b++) blocks[b] = b;
     shuffle(blocks, nb, &state);
@@ -211,11 +238,13 @@ int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, cons
                 if (conn[q] == 0) touched[nt++] = q;
                 conn[q] += adjwgt ? adjwgt[e] : 1;
             }
-            int64_t cur = mine[v], best = cur, bestc = conn[cur];
+            int64_t cur = mine[v], best = cur, bestc = conn[cur], want = cur, wantc = conn[cur];
             for (int64_t t = 0; t < nt; t++) {
                 int64_t q = touched[t], c = conn[q];
                 conn[q] = 0;
-                if (q == cur || c <= bestc) continue;
+                if (q == cur) continue;
+                if (c > wantc) { want = q; wantc = c; }
+                if (c <= bestc) continue;
                 int fits = 1;
                 for (int64_t j = 0; j < ncon; j++)
                     if (w[v * ncon + j] && pw[q * ncon + j] + w[v * ncon + j] > cap[q * ncon + j]) { fits = 0; break; }
@@ -223,15 +252,29 @@ int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, cons
             }
             conn[cur] = 0;
             if (best != cur) {
-                for (int64_t j = 0; j < ncon; j++) {
-                    pw[cur * ncon + j] -= w[v * ncon + j];
-                    pw[best * ncon + j] += w[v * ncon + j];
+                move_to(w, ncon, pw, mine, part, v, cur, best);
+                moved++;
+            } else if (swap && want != cur) {     /* its better part is full: a swap, or wait */
+                int64_t *h = &qhead[want * nparts + cur], u = -1;
+                while (*h >= 0) {
+                    u = *h;
+                    *h = qnext[u];
+                    if (mine[u] == want) break;
+                    u = -1;
                 }
-                mine[v] = (int32_t)best; part[v] = best; moved++;
+                if (u >= 0 && swap_fits(w, ncon, pw, cap, v, u, cur, want)) {
+                    move_to(w, ncon, pw, mine, part, v, cur, want);
+                    move_to(w, ncon, pw, mine, part, u, want, cur);
+                    moved += 2;
+                } else {
+                    if (u >= 0) { qnext[u] = *h; *h = u; }
+                    qnext[v] = qhead[cur * nparts + want];
+                    qhead[cur * nparts + want] = v;
+                }
             }
         }
     }
-    free(conn); free(touched); free(blocks);
+    free(conn); free(touched); free(blocks); free(qhead); free(qnext);
     return moved;
 }
 

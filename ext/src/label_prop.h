@@ -38,7 +38,7 @@ int64_t hg_contract(int64_t k, const int64_t *cstart, const int64_t *members,
  * memory. */
 int64_t hg_lp_refine(int64_t n, const int64_t *xadj, const int64_t *adjncy, const int64_t *adjwgt,
                      int64_t lo, int32_t *gpart, int64_t *part, const int64_t *w, int64_t ncon,
-                     int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed);
+                     int64_t nparts, int64_t *pw, const int64_t *cap, uint64_t seed, int swap);
 
 /* Ghosts of the local block [lo, hi) of a graph with global ids in [0, N): mark every
  * adjncy entry outside the block in the bitmap bits ((N+63)/64 words, zeroed by the

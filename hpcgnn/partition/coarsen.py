@@ -28,7 +28,8 @@ of the neighbours).  The coarsest graph is partitioned from several seeds
 (:mod:`.coarsest`: serial METIS spread over the ranks); going back
 level by level, every vertex takes its cluster's part and a few sweeps of k-way
 label-propagation refinement (:func:`refine`) move single vertices to the part with
-the most edge weight to them, within the balance bound of every constraint.
+the most edge weight to them, within the balance bound of every constraint, or,
+where that part is full, swap them with vertices of that part that want theirs.
 The rebalancing pass (:mod:`.balance`) then evens out 0/1 columns as before.
 
 The compiled kernels are ``hpcgnn._ext.lp_cluster``, ``lp_sweep``, ``lp_view_labels`` and
@@ -70,6 +71,10 @@ CLUSTER_FACTOR = 32
 #: worse than at 2 on a generated 200k-node graph; it stops early once moves are rare).
 REFINE_ROUNDS = 12
 REFINE_PER_RANK = 2
+#: Vertices whose better part is full trade places with ones of that part that want
+#: theirs (both parts staying within their bounds), where greedy moves alone stall
+#: once the parts are full.
+REFINE_SWAP = True
 #: Most levels of clustering; a level that keeps more than ``MIN_SHRINK`` of the
 #: previous level's vertices ends the coarsening, and so does a level with at most
 #: ``COARSEST_PER_PART`` vertices per part (as KaMinPar's contraction limit).
@@ -207,7 +212,9 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
     moving a vertex to the part with the most edge weight to it when every weight
     column ``j`` of that part stays within ``ubvec[j]`` (or the scalar ``ubvec``) of
     its mean; each rank may fill only its share (``1/R``) of a part's free room, so the
-    bounds hold after all ranks moved.
+    bounds hold after all ranks moved.  A vertex whose better part is full waits for a
+    vertex of this rank in that part that wants its part, and the two swap where both
+    parts stay within this rank's share (``REFINE_SWAP``).
     Stops early once fewer than 0.1% of the vertices move.  Returns the number of moves."""
     R = comm.Get_size()
     rounds = REFINE_ROUNDS + REFINE_PER_RANK * R if rounds is None else rounds
@@ -235,7 +242,7 @@ def refine(comm, vtxdist, xadj, adjncy, parts, w, nparts: int, ubvec, seed: int,
             pw = allreduce(comm, pw, "sum", dtype=np.int64)
             cap = np.ascontiguousarray(pw + np.maximum(limit[None, :] - pw, 0) // R, dtype=np.int64)
             m = _ext.lp_refine(xadj, adjncy, 0, gpart, local, w, pw.copy(), cap,
-                               int(seed) * 7919 + 31 * r + comm.Get_rank(), adjwgt=adjwgt)
+                               int(seed) * 7919 + 31 * r + comm.Get_rank(), adjwgt=adjwgt, swap=REFINE_SWAP)
             parts[:] = local
             m = all_sum(comm, int(m))
             moved += m

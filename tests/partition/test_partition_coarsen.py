@@ -164,6 +164,31 @@ def test_refine_respects_every_constraint():
     np.testing.assert_array_equal(pw, [[0, 0], [6, 4]])   # part weights follow the move
 
 
+def test_refine_swaps_where_full_parts_block_single_moves():
+    """Two cliques, one vertex of each in the other's part, both parts full: no single
+    move fits, a swap does (both parts keep their weight); a swap that would overfill a
+    weight column is not made."""
+    k = 10
+    xadj, adjncy = _csr(2 * k, [(i, j) for i in range(k) for j in range(i + 1, k)]
+                        + [(i + k, j + k) for i in range(k) for j in range(i + 1, k)])
+    start = np.array([0] * k + [1] * k, dtype=np.int64)
+    start[[1, k + 1]] = [1, 0]
+    w = np.ones((2 * k, 1), dtype=np.int64)
+    pw = np.array([[k], [k]], dtype=np.int64)
+    for swap, moves in ((False, 0), (True, 2)):
+        local, gpart, pwk = start.copy(), start.astype(np.int32), pw.copy()
+        assert _ext.lp_refine(xadj, adjncy, 0, gpart, local, w, pwk, pw.copy(), 5, swap=swap) == moves
+        assert (local[:k] == 0).all() and (local[k:] == 1).all() if swap else (local == start).all()
+        np.testing.assert_array_equal(pwk, pw)
+    # a second column the swap would overfill in part 1 (vertex 1 weighs 2 there, vertex k + 1 none)
+    w2 = np.concatenate([w, np.zeros((2 * k, 1), dtype=np.int64)], axis=1)
+    w2[1, 1] = 2
+    pw2 = np.array([[k, 0], [k, 2]], dtype=np.int64)
+    local, gpart = start.copy(), start.astype(np.int32)
+    cap = np.array([[k, 1], [k, 2]], dtype=np.int64)       # part 0 may hold 1 in column 1
+    assert _ext.lp_refine(xadj, adjncy, 0, gpart, local, w2, pw2.copy(), cap, 5, swap=True) == 0
+
+
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_distributed_clusters_and_contraction(shared_dir):
