@@ -129,8 +129,7 @@ def test_a_server_frozen_or_killed_mid_training_is_named_first(parts, tmp_path, 
     assert job.returncode != 0 and '"kind": "final"' not in out
     errs = {r: (ranks_out / f"rank.{r}").read_text() for r in trainers if (ranks_out / f"rank.{r}").exists()}
     # each trainer's first line about a rank (after the start-up line) names the server
-    firsts = [next(ln for ln in e.splitlines() if ln.startswith("hpcgnn") and "rank " in ln)
-              for e in errs.values() if any(ln.startswith("hpcgnn") and "rank " in ln for ln in e.splitlines())]
+    firsts = [lines[0] for lines in map(_rank_lines, errs.values()) if lines]
     assert firsts, errs
     for first in firsts:
         assert f"rank {victim} ({role}, node {1 if role == 'server' else 0}, host " in first, errs
@@ -187,6 +186,11 @@ def test_a_trainer_killed_or_frozen_leaves_the_step_the_others_hold(parts, tmp_p
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert f"{saved[0].name} was written by rank 1 (trainer, node 0, host " in res.stderr + res.stdout
     assert "resumed from" in res.stdout and '"kind": "final"' in res.stdout
+
+
+def _rank_lines(text: str) -> list:
+    """The lines of ``text`` in which hpcgnn speaks of a rank."""
+    return [ln for ln in text.splitlines() if ln.startswith("hpcgnn") and "rank " in ln]
 
 
 def _stderr_to_files(cmd, where):
