@@ -110,7 +110,9 @@ def test_rgcn_node_classification(mpirun, dgl_mag_graph, tmp_path):
     res = mpirun(4, argv, timeout=150, env=LAUNCH)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     out = res.stdout
-    assert "optimize DGL sparse embedding: dict_keys(['author', 'institution', 'field'])" in out, out
+    # print(a, b) writes a, " " and b apart when unbuffered: two ranks' pieces may interleave
+    assert out.count("optimize DGL sparse embedding:") == 2, out
+    assert out.count("dict_keys(['author', 'institution', 'field'])") == 2, out
     # both trainers train every epoch; trainer 0 evaluates on every node's predictions
     # .*? : mpirun may join two ranks' lines into one, both are counted
     epochs = re.findall(r"\[(\d)\]Epoch Time\(s\): [\d.]+, .*?#train: (\d+), #input: (\d+)", out)
