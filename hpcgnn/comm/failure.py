@@ -9,7 +9,9 @@ that rank, and calls ``MPI.COMM_WORLD.Abort(1)`` so that no
 other rank is left waiting in a collective.  In a single process it exits 1.
 The role and node shown are filled in by :func:`hpcgnn.initialize`.
 """
+import ctypes
 import os
+import signal
 import socket
 import sys
 import threading
@@ -112,6 +114,7 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
         except Exception:
             pass
     lastwords.say()         # a trainer writes the step it holds (when armed)
+    _term_ends_process()
     mod, rank, size = _rank_size()
     if mod is not None and size > 1:
         # give the launcher's output forwarding a moment to carry the lines above
@@ -122,6 +125,26 @@ def abort_job(exc_type, exc, tb, code: int = 1) -> None:
         time.sleep(0.5 if not secondary else 3.0)
         mod.COMM_WORLD.Abort(code)
     os._exit(code)
+
+
+def _term_ends_process() -> None:
+    """Give SIGTERM its default action (death) again where one of hpcgnn's handlers
+    holds it, at the C level and from any thread: the launcher's SIGTERM must end a
+    rank that is ending the job, while its main thread waits in ``MPI_Abort`` or in
+    the sleep before it, where the Python handler (a stop request) would never run
+    and the rank would linger until SIGKILL (Slurm's KillWait, 30 s by default)."""
+    try:
+        if not getattr(signal.getsignal(signal.SIGTERM), "__module__", "").startswith("hpcgnn."):
+            return                   # the default, or the user's (HPCGNN_SIGNALS=0): left alone
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            return
+        libc = ctypes.CDLL(None)      # signal.signal() is for the main thread only
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        libc.signal(int(signal.SIGTERM), None)       # None: SIG_DFL
+    except Exception:  # noqa: BLE001 - never let this hide the failure being reported
+        pass
 
 
 #: How long a rank that finished waits for the rest of its group at the end
