@@ -47,14 +47,16 @@ from ..comm.ghosts import Ghosts
 from ..errors import InputError
 from .arrays import stable_argsort
 
-#: Slices of each round: ``max(CHUNKS, CHUNKS_PER_RANK * ranks)``.  The ghosts' labels
-#: and the clusters' weights are read again after each, so moves on different ranks
-#: see each other sooner.  With a fixed count the vertices moving unseen by each other
-#: grow with the ranks, and so do the clusters: on a generated 200k-node graph with
-#: random ids 4 slices left 9970 clusters at 2 ranks and 13682 at 8; 16 slices at 16
-#: ranks left 9979 (1.5 per rank: 9991 at 8).
+#: Slices of each round: ``max(CHUNKS, CHUNKS_PER_RANK * ranks - 2)``.  The ghosts'
+#: labels and the clusters' weights are read again after each, so moves on different
+#: ranks see each other sooner.  With a fixed count the vertices moving unseen by each
+#: other grow with the ranks, and so do the clusters: on a generated 200k-node graph
+#: with random ids 4 slices left 9970 clusters at 2 ranks and 13682 at 8.  On the 2M-node
+#: graph 1.5 per rank still left 1.15-1.21x the 2-rank count at 4 ranks; 3 per rank
+#: keeps it within 0.94-1.05x at 4-32 ranks.  Two ranks keep 4 slices: more slices there
+#: cut worse on small planted communities (test_partition_coarsen).
 CHUNKS = 4
-CHUNKS_PER_RANK = 1.5
+CHUNKS_PER_RANK = 3
 #: First rounds in which a vertex joins only a cluster whose hash is above its own
 #: cluster's: all start alone, and two vertices on different ranks would otherwise join
 #: each other's clusters in the same slice and stay apart (more clusters, the more ranks).
@@ -190,7 +192,7 @@ def cross_lp_clusters(comm, vtxdist, xadj, adjncy, w0, bound: int, seed: int, ro
     ctx["own_w"] = ctx["w0"].copy()         # every vertex starts as its own cluster
     rng = np.random.default_rng([int(seed) % 2**32, rank])
     nb, N, done = -(-n // BLOCK), int(vtxdist[-1]), 0
-    chunks = max(CHUNKS, int(CHUNKS_PER_RANK * size))
+    chunks = max(CHUNKS, CHUNKS_PER_RANK * size - 2)
     for r in range(max(1, rounds)):
         moves = 0
         for k, blocks in enumerate(np.array_split(rng.permutation(nb).astype(np.int64), chunks)):
