@@ -87,6 +87,7 @@ def sweep(raw: str, work: str, a, tiny: str) -> dict:
             "coarse_nodes": res.get("coarse_nodes"), "coarse_edges": res.get("coarse_edges"),
             "clusters_first_level": (res.get("coarsening_levels") or [{}])[0].get("clusters"),
             "levels": len(res.get("coarsening_levels") or []),
+            "id_ranges_kept": res.get("id_ranges_kept"),
             "partition_s": round(sum(res["timings_s"].values()), 2),
             "peak_rss_bytes_sum": res["peak_rss_bytes_sum"],
             "peak_rss_bytes_per_directed_edge": round(res["peak_rss_bytes_sum"] / (2 * res["num_edges"]), 1),

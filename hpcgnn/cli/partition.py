@@ -62,11 +62,13 @@ def _coarse(info: dict) -> dict:
     """The graph ParMETIS partitioned after ``--coarsen lp`` (none without it): its
     vertices and adjacency entries, the clustering's levels with their sizes, and each
     rank's work clustering across rank blocks (adjacency entries scanned, values sent,
-    exchanges; lists in rank order)."""
+    exchanges; lists in rank order), and the start from id ranges: its cut before
+    refining (edges counted from both ends) and whether it was kept."""
     if not info:
         return {}
     return {"coarse_nodes": info["clusters"], "coarse_edges": info["cluster_edges"],
-            "coarsening_levels": info["levels"], "coarsening_work": info.get("per_rank", {})}
+            "coarsening_levels": info["levels"], "coarsening_work": info.get("per_rank", {}),
+            "id_range_cut": info.get("id_range_cut"), "id_ranges_kept": info.get("id_ranges_kept")}
 
 
 def run(args) -> int:

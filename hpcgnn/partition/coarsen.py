@@ -48,6 +48,7 @@ from ..comm.ghosts import Ghosts
 from ..comm.mpi import MPI
 from ..errors import InputError
 from .arrays import stable_argsort
+from .blockstart import id_range_parts, within_bounds
 from .cross_lp import Projection, contract_across, cross_lp_clusters
 from .coarsest import gather_graph, starts, uneven
 
@@ -299,6 +300,9 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
             cuts.append(_level_cut(levels[0], parts))
             if best is None or cuts[-1] < best[0]:
                 best = (cuts[-1], parts, moved)
+        range_cut, ranged = _id_ranges(levels[0], nparts, ub, seed, best[0])
+        if ranged is not None:
+            best = ranged
         _, parts, moved = best
     finally:
         for gh, a in restore:        # the caller's adjacency holds global ids again
@@ -310,7 +314,7 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
             "inter_cluster_edge_fraction": round(sizes[0]["edge_weight"] / max(1, nedge), 4),
             "lp_s": round(float(tmax[0]), 3), "contract_s": round(float(tmax[1]), 3),
             "coarsest": method, "parmetis_s": round(float(tmax[2]), 3), "refine_moves": int(moved),
-            "refined_cuts": cuts,
+            "refined_cuts": cuts, "id_range_cut": range_cut, "id_ranges_kept": ranged is not None,
             "refine_s": round(float(tmax[3]), 3), "total_s": round(time.perf_counter() - t0, 3),
             "per_rank": {k: comm.allgather(int(v)) for k, v in sorted(work.items())}}
     return parts, info
@@ -409,6 +413,21 @@ def _level_cut(entry, parts) -> int:
         diff = np.repeat(tab[v0:v1], np.diff(x[v0:v1 + 1])) != tab[a[e0:e1]]
         cut += int(np.count_nonzero(diff)) if w is None else int(w[e0:e1][diff].sum())
     return all_sum(c, cut)
+
+
+def _id_ranges(entry, nparts, ub, seed, best_cut):
+    """Collective: the start from id ranges (:mod:`.blockstart`) on the input graph's
+    level ``entry``: ``(its cut, (refined cut, parts, moves))``, the second None unless
+    its cut is below ``best_cut`` before refining and it stays within ``ub`` after."""
+    c, d, x, a, w, vwl, _, gh = entry
+    parts = id_range_parts(c, d, vwl, nparts)
+    first = _level_cut(entry, parts)
+    if first >= best_cut:
+        return first, None
+    moved = refine(c, d, x, a, parts, vwl, nparts, ub, seed, adjwgt=w, ghosts=gh)
+    if not within_bounds(c, parts, vwl, nparts, ub):
+        return first, None
+    return first, (_level_cut(entry, parts), parts, moved)
 
 
 def _refine_up(levels, parts, nparts, ub, seed):
