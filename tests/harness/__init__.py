@@ -210,6 +210,19 @@ def comm_world():
     return MPI.COMM_WORLD
 
 
+def symmetric_csr(n, edges):
+    """Symmetric CSR (int64 ``xadj``, ``adjncy``) of the undirected ``edges`` (pairs)
+    on ``n`` vertices, each row's columns sorted."""
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    u = np.concatenate([e[:, 0], e[:, 1]])
+    v = np.concatenate([e[:, 1], e[:, 0]])
+    order = np.lexsort((v, u))
+    u, v = u[order], v[order]
+    xadj = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(u, minlength=n), out=xadj[1:])
+    return xadj, v.astype(np.int64)
+
+
 def planted_graph(n, avg_deg, nblocks, p_in=0.9, seed=0, loops=True):
     """A directed planted-partition graph with skewed degrees (numpy only).
 

@@ -6,6 +6,7 @@ from hpcgnn.comm.mpi import MPI
 from hpcgnn.partition import coarsen as coarsen_mod
 from hpcgnn.partition.blockstart import id_range_parts, within_bounds
 from hpcgnn.partition.coarsen import coarsened_parts
+from harness import symmetric_csr
 
 comm = MPI.COMM_WORLD
 
@@ -60,14 +61,7 @@ def _classes(n, k, deg, p_in, order):
     inside = (src // size) * size + rng.integers(0, size, m)
     dst = np.where(rng.random(m) < p_in, inside, rng.integers(0, n, m))
     u, v = order[src], order[dst]
-    e = np.unique(np.sort(np.stack([u, v], axis=1)[u != v], axis=1), axis=0)
-    rows = np.concatenate([e[:, 0], e[:, 1]])
-    cols = np.concatenate([e[:, 1], e[:, 0]])
-    o = np.lexsort((cols, rows))
-    rows, cols = rows[o], cols[o]
-    xadj = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=xadj[1:])
-    return xadj, cols.astype(np.int64)
+    return symmetric_csr(n, np.unique(np.sort(np.stack([u, v], axis=1)[u != v], axis=1), axis=0))
 
 
 def _parts(xadj_all, adj_all, P, **kw):

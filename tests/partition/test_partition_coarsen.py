@@ -11,21 +11,9 @@ from hpcgnn.partition import partition_graph
 from hpcgnn.partition import coarsen as coarsen_mod
 from hpcgnn.partition import coarsest as coarsest_mod
 from hpcgnn.partition.coarsen import coarsened_parts, contract, lp_clusters
-from harness import load_all, make_raw, planted_graph
+from harness import load_all, make_raw, planted_graph, symmetric_csr
 
 comm = MPI.COMM_WORLD
-
-
-def _csr(n, edges):
-    """Symmetric CSR (int64) of undirected ``edges`` on ``n`` vertices."""
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    u = np.concatenate([e[:, 0], e[:, 1]])
-    v = np.concatenate([e[:, 1], e[:, 0]])
-    order = np.lexsort((v, u))
-    u, v = u[order], v[order]
-    xadj = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(u, minlength=n), out=xadj[1:])
-    return xadj, v.astype(np.int64)
 
 
 def _this_ranks_block(n, pairs):
@@ -35,7 +23,7 @@ def _this_ranks_block(n, pairs):
     e = np.asarray(pairs, dtype=np.int64)
     e = e[e[:, 0] != e[:, 1]]
     e = np.unique(np.sort(e, axis=1), axis=0)
-    xadj_all, adj_all = _csr(n, e)
+    xadj_all, adj_all = symmetric_csr(n, e)
     R, r = comm.Get_size(), comm.Get_rank()
     vtxdist = np.array([n * i // R for i in range(R + 1)], dtype=np.int64)
     lo, hi = vtxdist[r], vtxdist[r + 1]
@@ -46,7 +34,7 @@ def _this_ranks_block(n, pairs):
 def _two_cliques(k):
     a = [(i, j) for i in range(k) for j in range(i + 1, k)]
     b = [(i + k, j + k) for i, j in a]
-    return _csr(2 * k, a + b + [(0, k)])  # one bridge
+    return symmetric_csr(2 * k, a + b + [(0, k)])  # one bridge
 
 
 def test_lp_two_cliques_collapse():
@@ -87,7 +75,7 @@ def test_contract_preserves_weights_single_process():
     e = rng.integers(0, n, size=(3000, 2))
     e = e[e[:, 0] != e[:, 1]]
     e = np.unique(np.sort(e, axis=1), axis=0)
-    xadj, adjncy = _csr(n, e)
+    xadj, adjncy = symmetric_csr(n, e)
     label = rng.integers(0, 37, size=n)
     label = np.unique(label, return_inverse=True)[1].astype(np.int64)
     k = int(label.max()) + 1
@@ -117,7 +105,7 @@ def test_contract_sums_edge_weights():
     e = rng.integers(0, n, size=(2000, 2))
     e = e[e[:, 0] != e[:, 1]]
     e = np.unique(np.sort(e, axis=1), axis=0)
-    xadj, adjncy = _csr(n, e)
+    xadj, adjncy = symmetric_csr(n, e)
     rows = np.repeat(np.arange(n), np.diff(xadj))
     # symmetric weights: one per undirected edge
     wu = dict(zip(map(tuple, e), rng.integers(1, 9, len(e))))
@@ -136,7 +124,7 @@ def test_contract_sums_edge_weights():
 
 def test_weighted_lp_follows_heavy_edges():
     # a path 0-1-2-3 whose middle edge is light: the clusters split there
-    xadj, adjncy = _csr(4, [(0, 1), (1, 2), (2, 3)])
+    xadj, adjncy = symmetric_csr(4, [(0, 1), (1, 2), (2, 3)])
     rows = np.repeat(np.arange(4), np.diff(xadj))
     heavy = {(0, 1): 10, (1, 2): 1, (2, 3): 10}
     adjwgt = np.array([heavy[(min(a, b), max(a, b))] for a, b in zip(rows, adjncy)], dtype=np.int64)
@@ -148,7 +136,7 @@ def test_refine_respects_every_constraint():
     # a star: vertex 0 in part 0 with all neighbours in part 1; moving it would
     # cut nothing, but part 1's second column is full
     n = 6
-    xadj, adjncy = _csr(n, [(0, i) for i in range(1, n)])
+    xadj, adjncy = symmetric_csr(n, [(0, i) for i in range(1, n)])
     w = np.stack([np.ones(n, dtype=np.int64), np.array([1, 1, 1, 1, 0, 0])], axis=1)
     parts = np.array([0, 1, 1, 1, 1, 1], dtype=np.int64)
     gpart = parts.astype(np.int32)
@@ -169,7 +157,7 @@ def test_refine_swaps_where_full_parts_block_single_moves():
     move fits, a swap does (both parts keep their weight); a swap that would overfill a
     weight column is not made."""
     k = 10
-    xadj, adjncy = _csr(2 * k, [(i, j) for i in range(k) for j in range(i + 1, k)]
+    xadj, adjncy = symmetric_csr(2 * k, [(i, j) for i in range(k) for j in range(i + 1, k)]
                         + [(i + k, j + k) for i in range(k) for j in range(i + 1, k)])
     start = np.array([0] * k + [1] * k, dtype=np.int64)
     start[[1, k + 1]] = [1, 0]

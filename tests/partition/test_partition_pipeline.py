@@ -10,7 +10,7 @@ import pytest
 
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.partition import load_partition, partition_graph
-from harness import check_partitioned, load_all, make_raw, planted_graph
+from harness import check_partitioned, load_all, make_raw, planted_graph, symmetric_csr
 
 comm = MPI.COMM_WORLD
 
@@ -168,13 +168,6 @@ def _sym_pairs(src, dst):
     return np.unique(np.stack([u, v], 1), axis=0)
 
 
-def _csr(n, pairs):
-    both = np.concatenate([pairs, pairs[:, ::-1]])
-    both = both[np.lexsort((both[:, 1], both[:, 0]))]
-    xadj = np.concatenate([[0], np.cumsum(np.bincount(both[:, 0], minlength=n))])
-    return xadj, both[:, 1]
-
-
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.timeout(180)
@@ -198,7 +191,7 @@ def test_parmetis_cut_close_to_serial_metis(shared_dir):
             assert np.bincount(part, minlength=P).max() <= 1.06 * n / P
     if comm.Get_rank() == 0:
         pairs = _sym_pairs(src, dst)
-        xadj, adjncy = _csr(n, pairs)
+        xadj, adjncy = symmetric_csr(n, pairs)
         mpart = metis_part_kway(xadj, adjncy, nparts=P, seed=0)
         metis_cut = int(np.count_nonzero(mpart[pairs[:, 0]] != mpart[pairs[:, 1]]))
         assert cuts["parmetis"] <= 1.3 * metis_cut, (cuts, metis_cut)
