@@ -102,8 +102,9 @@ GATHER_FRACTION = 1 / 8
 TRIES = 16
 REFINED = 4
 REFINE_SPREAD = 0.02
-#: Vertices per chunk when a level's cut is counted (bounds its temporary arrays).
-CUT_CHUNK = 1 << 18
+#: Adjacency entries per chunk when a level's cut is counted: its temporary arrays take
+#: about 17 bytes per entry (25 with edge weights), whatever the vertices' degrees.
+CUT_CHUNK = 1 << 20
 #: The clustering kernel labels a rank's vertices with int32: fewer than this many per rank.
 LOCAL_LIMIT = int(np.iinfo(np.int32).max)
 
@@ -402,16 +403,17 @@ def _clusters(comm, dist, xadj, adjncy, w0, bound, nparts, seed, rounds, cluster
 
 def _level_cut(entry, parts) -> int:
     """Collective: the edge weight ``parts`` cuts in the level ``entry`` (each edge
-    counted from both ends), read in bounded chunks of vertices."""
+    counted from both ends), read in chunks of about ``CUT_CHUNK`` entries."""
     c, _, x, a, w, _, _, gh = entry
     parts = np.asarray(parts, dtype=np.int64)
     tab = np.concatenate([parts, gh.values(parts)])
-    cut, n = 0, len(x) - 1
-    for v0 in range(0, n, CUT_CHUNK):
-        v1 = min(n, v0 + CUT_CHUNK)
+    cut, n, v0 = 0, len(x) - 1, 0
+    while v0 < n:                       # a vertex of more entries than a chunk is a chunk
+        v1 = min(n, max(v0 + 1, int(np.searchsorted(x, x[v0] + CUT_CHUNK, side="right")) - 1))
         e0, e1 = int(x[v0]), int(x[v1])
         diff = np.repeat(tab[v0:v1], np.diff(x[v0:v1 + 1])) != tab[a[e0:e1]]
         cut += int(np.count_nonzero(diff)) if w is None else int(w[e0:e1][diff].sum())
+        v0 = v1
     return all_sum(c, cut)
 
 
