@@ -7,7 +7,8 @@ import pytest
 from hpcgnn import _ext
 from hpcgnn.comm.ghosts import Ghosts
 from hpcgnn.comm.mpi import MPI
-from hpcgnn.partition.cross_lp import Projection, contract_across, cross_lp_clusters
+from hpcgnn.partition import cross_lp
+from hpcgnn.partition.cross_lp import Projection, WeightCache, contract_across, cross_lp_clusters
 from harness import planted_graph
 
 comm = MPI.COMM_WORLD
@@ -68,6 +69,22 @@ def test_clusters_span_ranks_keep_the_bound_and_do_not_follow_the_rank_count():
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
+def test_cached_weights_send_less_and_leave_the_same_clusters(monkeypatch):
+    """Light clusters' weights learnt earlier in a round are not read again: the same
+    clusters as reading every weight in every slice, and fewer values sent."""
+    xadj_all, adj_all = _graph()
+    w_all = np.ones(len(xadj_all) - 1, dtype=np.int64)
+    cached = _clusters(comm, xadj_all, adj_all, w_all, 60)
+    monkeypatch.setattr(cross_lp, "CACHED_BELOW", -1.0)           # every weight read in every slice
+    fresh = _clusters(comm, xadj_all, adj_all, w_all, 60)
+    assert np.array_equal(cached[6], fresh[6]) and np.array_equal(cached[7], fresh[7])
+    sent = comm.allgather((cached[8]["values_sent"], fresh[8]["values_sent"]))
+    if comm.Get_size() > 1:
+        assert sum(c for c, _ in sent) < 0.85 * sum(f for _, f in sent), sent
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
 def test_the_same_seed_gives_the_same_clusters():
     xadj_all, adj_all = _graph(n=3000, seed=7)
     w_all = np.ones(3000, dtype=np.int64)
@@ -108,6 +125,22 @@ def test_the_cluster_graph_is_the_whole_graph_contracted():
     cparts = (np.arange(cdist[r], cdist[r + 1]) * 7919) % 5
     proj = Projection(comm, cdist, label)
     assert np.array_equal(proj(cparts), (label * 7919) % 5)
+
+
+def test_the_weight_cache_keeps_what_it_learnt_and_knows_nothing_else():
+    """Other ranks' cluster weights, once read, are served from the cache: ids added in
+    any order stay found, a later answer replaces a weight, this rank's departures lower
+    it, ids never learnt are reported unknown."""
+    c = WeightCache()
+    w, known = c.get(np.array([5, 7], dtype=np.int64))
+    assert not known.any() and (w == 0).all()
+    c.update(np.array([90, 7, 40], dtype=np.int64), np.array([9, 1, 4], dtype=np.int64))
+    c.update(np.array([7, 12], dtype=np.int64), np.array([3, 2], dtype=np.int64))     # 7 refreshed, 12 new
+    c.add(np.array([40, 40, 5], dtype=np.int64), np.array([-1, -2, -7], dtype=np.int64))  # 5 not cached: ignored
+    w, known = c.get(np.array([12, 90, 5, 40, 7], dtype=np.int64))
+    assert known.tolist() == [True, True, False, True, True]
+    assert w.tolist() == [2, 9, 0, 1, 3]
+    assert c.ids.tolist() == [7, 12, 40, 90]
 
 
 def test_a_sweep_keeps_the_bound_and_counts_arrivals_only():
