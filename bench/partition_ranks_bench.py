@@ -6,19 +6,23 @@ KaMinPar, in one run.  Prints one JSON object.
     python bench/partition_ranks_bench.py --num-nodes 2000000 --avg-degree 20 --ranks 2,4,8,16,32
 
 Run it with ``python``, not under ``mpirun``: each rank count is a child ``mpirun
---oversubscribe -n R`` (on a small machine the
-ranks share its cores: judge the wall time only up to the core count).  ``--ids``: the
-generator's vertex ids (an affine permutation of the class-ordered positions: no
-locality), a copy with ids in class order (locality), or both (default).  For each rank count: the edge cut as a fraction of the
+--oversubscribe -n R`` (on a small machine the ranks share its cores: judge the wall
+time only up to the core count). ``--ids``: the generator's vertex ids (an affine
+permutation of the class-ordered positions: no locality), a copy with ids in class order
+(locality), or both (default). For each rank count: the edge cut as a fraction of the
 input edges and its ratio to the 2-rank cut and to KaMinPar's; the graph handed to
 ParMETIS after ``--coarsen`` (``coarse_nodes``, ``coarse_edges``), the first level's
 clusters (``clusters_first_level``, the count clustering across rank blocks keeps
 independent of the ranks) and their ratios to the 2-rank ones; each rank's clustering
-work (adjacency entries scanned, values sent, exchanges: the largest rank's and the
-mean); the wall time; the peak RSS summed over the ranks, and per directed edge of
-the symmetric view, also beyond what the same command takes on a 2000-node graph at
-that rank count (``..._beyond_tiny``: the interpreters, MPI and HDF5 every rank holds
-whatever the graph).
+work (adjacency entries scanned, values sent to other ranks and by what for, exchanges:
+the largest rank's and the mean), beside what one exchange of every ghost's label sends
+(``lp_full_exchange_values_...``: the floor of label propagation with ghost labels,
+which on a graph without locality does not fall with the ranks) and how many such
+exchanges the values sent come to (``lp_full_exchanges_sent_max_rank``); the wall time;
+the peak RSS summed over the ranks, and per directed edge of the symmetric view, also
+beyond what the same command takes on a 2000-node graph at that rank count
+(``..._beyond_tiny``: the interpreters, MPI and HDF5 every rank holds whatever the
+graph).
 """
 import argparse
 import json
@@ -99,6 +103,9 @@ def sweep(raw: str, work: str, a, tiny: str) -> dict:
         for k, per in sorted(counted.items()):    # each rank's clustering work: the largest and the mean
             out["runs"][str(r)][f"lp_{k}_max_rank"] = max(per)
             out["runs"][str(r)][f"lp_{k}_mean_rank"] = round(sum(per) / len(per))
+        if counted.get("full_exchange_values"):     # the values sent in full exchanges of every label
+            out["runs"][str(r)]["lp_full_exchanges_sent_max_rank"] = round(max(
+                v / max(1, f) for v, f in zip(counted["values_sent"], counted["full_exchange_values"])), 2)
         shutil.rmtree(parts, ignore_errors=True)
         shutil.rmtree(parts + "-tiny", ignore_errors=True)
     runs = out["runs"]
@@ -106,7 +113,8 @@ def sweep(raw: str, work: str, a, tiny: str) -> dict:
     kcut = out.get("kaminpar", {}).get("edge_cut_fraction")
     for row in runs.values():
         row["cut_ratio_vs_fewest_ranks"] = round(row["edge_cut_fraction"] / max(first["edge_cut_fraction"], 1e-9), 3)
-        for k in ("coarse_nodes", "clusters_first_level"):
+        for k in ("coarse_nodes", "clusters_first_level", "lp_values_sent_max_rank",
+                  "lp_full_exchange_values_max_rank"):
             if row.get(k) and first.get(k):
                 row[f"{k}_ratio_vs_fewest_ranks"] = round(row[k] / first[k], 3)
         if kcut:

@@ -34,7 +34,14 @@ row and vertex weights to the cluster's owner, which sums the rows that several 
 sent.  :class:`Projection` carries the coarse parts back to the vertices.
 
 Every step is deterministic for a given seed and rank count.  ``counters`` (a dict)
-receives this rank's work: adjacency entries scanned, values sent, exchanges.
+receives this rank's work: adjacency entries scanned; the values it sends to other
+ranks (``values_sent``, rows to itself not counted), and by what for: ``sent_weights``
+(reading clusters' weights), ``sent_grants`` (planned moves, their answers and the
+weights' sums), ``sent_labels`` (changed labels to the ranks holding them as ghosts,
+cluster numbers), ``sent_contraction``; ``full_exchange_values``: what one exchange of
+every ghost's label would send, per level (the floor of any label propagation with
+ghost labels: on a graph without locality it stays about the same from 2 ranks to as
+many as a vertex has neighbours); the exchanges (all-to-alls) it takes part in.
 """
 from __future__ import annotations
 
@@ -81,13 +88,21 @@ def _count(counters, **by):
     if counters is not None:
         for k, v in by.items():
             counters[k] = counters.get(k, 0) + int(v)
+            if k.startswith("sent_"):
+                counters["values_sent"] = counters.get("values_sent", 0) + int(v)
+
+
+def _leaving(comm, owners) -> int:
+    """Independent: how many of ``owners`` (one rank per value) are not this rank."""
+    return int(np.count_nonzero(np.asarray(owners) != comm.Get_rank()))
 
 
 def _summed_at_owners(comm, dist, lo, n, ids, vals, counters):
     """Collective: per id this rank owns, the sum of ``vals`` every rank sent for it."""
     # one dtype on every rank (alltoallv receives rows as this rank's dtype): a bincount of nothing is int64
-    (got, gv) = alltoallv(comm, owner_of(dist, ids), ids, np.asarray(vals, dtype=np.float64))
-    _count(counters, values_sent=2 * len(ids), exchanges=1)
+    owners = owner_of(dist, ids)
+    (got, gv) = alltoallv(comm, owners, ids, np.asarray(vals, dtype=np.float64))
+    _count(counters, sent_grants=2 * _leaving(comm, owners), exchanges=1)
     return np.bincount(got - lo, weights=gv, minlength=n)[:n].round().astype(np.int64)
 
 
@@ -113,8 +128,9 @@ def _allowed(comm, dist, lo, own_w, bound, clusters, arrivals, rot, counters):
         return np.stack([took, own_w[c] + granted[c]], axis=1)
 
     rows = np.stack([clusters, arrivals, np.full(len(clusters), me, dtype=np.int64)], axis=1)
-    _count(counters, values_sent=5 * len(rows), exchanges=2)
-    ans = query(comm, owner_of(dist, clusters), rows, decide)
+    owners = owner_of(dist, clusters)
+    _count(counters, sent_grants=5 * _leaving(comm, owners), exchanges=2)
+    ans = query(comm, owners, rows, decide)
     return ans[:, 0], ans[:, 1]
 
 
@@ -174,7 +190,7 @@ def _weights(comm, dist, lo, n, ctx, uniq, counters):
     w[~known] = query(comm, owner_of(dist, miss), miss, lambda ids: own_w[ids - lo])
     ctx["cache"].update(miss, w[~known])
     cw[~mine] = w
-    _count(counters, values_sent=2 * len(miss), exchanges=2)
+    _count(counters, sent_weights=2 * len(miss), exchanges=2)
     return cw
 
 
@@ -239,7 +255,7 @@ def _slice(comm, dist, lo, n, ctx, blocks, seed, rot, counters, up=False):
     changed[moved] = True
     idx, vals = ctx["ghosts"].changed_values(ctx["lab"], changed)     # only the labels that moved
     ctx["glab"][n + idx] = vals
-    _count(counters, values_sent=2 * int(changed[ctx["ghosts"].send_idx].sum()), exchanges=2)
+    _count(counters, sent_labels=2 * int(changed[ctx["ghosts"].send_idx].sum()), exchanges=2)
     return len(moved)
 
 
@@ -257,6 +273,7 @@ def cross_lp_clusters(comm, vtxdist, xadj, adjncy, w0, bound: int, seed: int, ro
     lab = np.arange(lo, lo + n, dtype=np.int64)
     glab = np.empty(ghosts.size, dtype=np.int64)
     glab[:n], glab[n:] = lab, ghosts.values(lab)
+    _count(counters, sent_labels=len(ghosts.send_idx), full_exchange_values=len(ghosts.send_idx), exchanges=1)
     ctx = {"xadj": np.ascontiguousarray(xadj, dtype=np.int64), "adjncy": adjncy, "lab": lab, "glab": glab,
            "w0": np.ascontiguousarray(w0, dtype=np.int64), "bound": int(bound),
            "adjwgt": None if adjwgt is None else np.ascontiguousarray(adjwgt, dtype=np.int64), "ghosts": ghosts,
@@ -291,8 +308,9 @@ def _numbered(comm, vtxdist, lo, n, lab, counters):
         out["cdist"] = np.concatenate([[0], np.cumsum(ks)]).astype(np.int64)
         return (np.cumsum(present) - 1 + out["cdist"][comm.Get_rank()])[ids - lo]
 
-    ids = query(comm, owner_of(vtxdist, u), u, number)
-    _count(counters, values_sent=2 * len(u), exchanges=2)
+    owners = owner_of(vtxdist, u)
+    ids = query(comm, owners, u, number)
+    _count(counters, sent_labels=2 * _leaving(comm, owners), exchanges=2)
     return ids[inv].astype(np.int64), out["cdist"]
 
 
@@ -308,7 +326,7 @@ def contract_across(comm, cdist, xadj, adjncy, label, ghosts: Ghosts, weights, a
                              f"contraction's int32 cluster ids (and ParMETIS' idx_t) hold: the graph barely "
                              f"clusters; partition it with --method random (rank {rank})")
     theirs = ghosts.values(label)
-    _count(counters, values_sent=len(ghosts.send_idx), exchanges=1)
+    _count(counters, sent_contraction=len(ghosts.send_idx), exchanges=1)
     own_u = np.unique(label)
     rest = np.setdiff1d(np.unique(theirs), own_u, assume_unique=True)
     names = np.concatenate([own_u, rest])                   # rows: own_u; table: own_u, then the rest
@@ -326,7 +344,9 @@ def contract_across(comm, cdist, xadj, adjncy, label, ghosts: Ghosts, weights, a
     lab_own = tab[:n].copy()
     del tab, members
     rows = np.repeat(own_u, np.diff(cx))
-    _count(counters, values_sent=3 * len(rows) + (1 + len(weights)) * k, exchanges=2)
+    u_owner = owner_of(cdist, own_u)
+    _count(counters, sent_contraction=3 * _leaving(comm, np.repeat(u_owner, np.diff(cx)))
+           + (1 + len(weights)) * _leaving(comm, u_owner), exchanges=2)
     rows, cols, wgt = alltoallv_consume(comm, [rows, names[ca], cw], lambda r: owner_of(cdist, r))
     del ca, cw
     c_lo, kc = int(cdist[rank]), int(cdist[rank + 1] - cdist[rank])
@@ -342,7 +362,7 @@ def contract_across(comm, cdist, xadj, adjncy, label, ghosts: Ghosts, weights, a
     np.cumsum(np.bincount(key // K, minlength=kc), out=cxadj[1:])
     vw = np.stack([np.bincount(lab_own, weights=np.asarray(c, dtype=np.float64), minlength=k)
                    for c in weights], axis=1).round().astype(np.int64)
-    (ids, vals) = alltoallv(comm, owner_of(cdist, own_u), own_u, vw)
+    (ids, vals) = alltoallv(comm, u_owner, own_u, vw)
     cvwgt = np.zeros((kc, len(weights)), dtype=np.int64)
     np.add.at(cvwgt, ids - c_lo, vals)
     return cxadj, cadj.astype(np.int64), cadjwgt.astype(np.int64), cvwgt

@@ -85,6 +85,27 @@ def test_cached_weights_send_less_and_leave_the_same_clusters(monkeypatch):
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
+def test_values_sent_count_only_what_leaves_the_rank():
+    """``values_sent`` is the sum of its parts, holds no rows a rank sends itself (none
+    on a graph with no edge between rank blocks), and the full exchange of the ghosts'
+    labels is counted once per level as what it sends."""
+    xadj_all, adj_all = _graph()
+    n, R = len(xadj_all) - 1, comm.Get_size()
+    w_all = np.ones(n, dtype=np.int64)
+    block = np.searchsorted(np.array([n * i // R for i in range(R + 1)]), np.arange(n), side="right") - 1
+    src = np.repeat(np.arange(n), np.diff(xadj_all))
+    inside = block[src] == block[adj_all]                              # the edges within rank blocks
+    xin = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src[inside], minlength=n), out=xin[1:])
+    for xa, aa, crossing in ((xadj_all, adj_all, R > 1), (xin, adj_all[inside], False)):
+        *_, gh, _, _, work = _clusters(comm, xa, aa, w_all, 60)
+        parts = sum(work.get(k, 0) for k in ("sent_weights", "sent_grants", "sent_labels", "sent_contraction"))
+        assert work.get("values_sent", 0) == parts and work.get("full_exchange_values", 0) == len(gh.send_idx)
+        assert (comm.allreduce(work.get("values_sent", 0)) > 0) == crossing, (work, crossing)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
 def test_the_same_seed_gives_the_same_clusters():
     xadj_all, adj_all = _graph(n=3000, seed=7)
     w_all = np.ones(3000, dtype=np.int64)
