@@ -4,6 +4,7 @@ KaMinPar, in one run.  Prints one JSON object.
 
     python bench/partition_ranks_bench.py                               # 200k nodes, 4M edges
     python bench/partition_ranks_bench.py --num-nodes 2000000 --avg-degree 20 --ranks 2,4,8,16,32
+    python bench/partition_ranks_bench.py --ids local --num-classes 256 --homophily 0.95   # strong locality
 
 Run it with ``python``, not under ``mpirun``: each rank count is a child ``mpirun
 --oversubscribe -n R`` (on a small machine the ranks share its cores: judge the wall
@@ -131,6 +132,9 @@ def main():
     p.add_argument("--num-nodes", type=int, default=200_000)
     p.add_argument("--avg-degree", type=float, default=20)
     p.add_argument("--num-parts", type=int, default=4)
+    p.add_argument("--num-classes", type=int, default=16)
+    p.add_argument("--homophily", type=float, default=0.5,
+                   help="the generator's share of edges inside a class (with --ids local: the locality)")
     p.add_argument("--ranks", default="2,4,8")
     p.add_argument("--ids", choices=["random", "local", "both"], default="both",
                    help="the generator's ids (no locality), ids in class order (locality), or both graphs")
@@ -142,13 +146,15 @@ def main():
     os.makedirs(work, exist_ok=True)
     raw = os.path.join(work, "graph.h5")
     gen = _run(MPIRUN + ["-n", "2"] + HPCGNN + ["generate", raw, "--num-nodes", str(a.num_nodes), "--avg-degree",
-                                                str(a.avg_degree), "--feat-dim", "1", "--num-classes", "16",
+                                                str(a.avg_degree), "--feat-dim", "1", "--num-classes",
+                                                str(a.num_classes), "--homophily", str(a.homophily),
                                                 "--seed", "0", "--json", "--overwrite"])
     tiny = os.path.join(work, "tiny.h5")
     _run(MPIRUN + ["-n", "1"] + HPCGNN + ["generate", tiny, "--num-nodes", "2000", "--avg-degree", str(a.avg_degree),
                                           "--feat-dim", "1", "--num-classes", "16", "--seed", "0", "--json",
                                           "--overwrite"])
     out = {"benchmark": "partition_ranks", "num_nodes": gen["num_nodes"], "num_edges": gen["num_edges"],
+           "num_classes": a.num_classes, "homophily": a.homophily,
            "num_parts": a.num_parts, "coarsen": a.coarsen, "graphs": {}}
     for ids in (["random", "local"] if a.ids == "both" else [a.ids]):
         path = raw
