@@ -9,6 +9,7 @@ import pytest
 
 from conftest import clean_mpi_env
 from hpcgnn.cli.main import main
+from hpcgnn.cli.plan import assumptions
 from hpcgnn.comm.mpi import MPI
 from hpcgnn.datasets import generate_graph
 from hpcgnn.errors import InputError
@@ -171,3 +172,17 @@ def test_model_path_is_installed_with_the_package():
     assert os.path.dirname(MODEL_PATH).endswith(os.path.join("hpcgnn", "data"))
     setup = open(os.path.join(os.path.dirname(__file__), os.pardir, "setup.py")).read()
     assert '"data/*.json"' in setup
+
+
+def test_the_assumptions_quote_the_held_out_error_of_the_shipped_model():
+    """``plan``'s partition-time caveat comes from the model's held-out check, not from
+    text that goes stale when the model is refitted."""
+    model = load_model(MODEL_PATH)
+    lo, hi = model["heldout_partition_time_error"]
+    line = next(s for s in assumptions(model, "--train-nodes") if s.startswith("partition time"))
+    assert f"{round(abs(hi) * 100)}" in line and f"{round(abs(lo) * 100)}" in line, line
+    worded = {(-0.43, -0.2): "20-43% low", (-0.1, 0.3): "10% low to 30% high", (0.05, 0.05): "5% high"}
+    for (a, b), words in worded.items():
+        line = next(s for s in assumptions({**model, "heldout_partition_time_error": [a, b]}, "x")
+                    if s.startswith("partition time"))
+        assert words in line, (words, line)

@@ -94,13 +94,24 @@ def _check_counts(args) -> None:
             raise InputError(f"hpcgnn plan: --{opt.replace('_', '-')} must be at least 1, not {v}")
 
 
+def _span(model: dict) -> str:
+    """The held-out partition time's errors, in words (``[lo, hi]`` in the model)."""
+    lo, hi = model.get("heldout_partition_time_error") or (None, None)
+    if lo is None:
+        return "not checked"
+    a, b = round(abs(lo) * 100), round(abs(hi) * 100)           # a negative error: predicted below the measured
+    if hi < 0:
+        return f"{min(a, b)}-{max(a, b)}% low" if a != b else f"{a}% low"
+    return f"{a}% high" if lo >= 0 and a == b else (f"{a}-{b}% high" if lo >= 0 else f"{a}% low to {b}% high")
+
+
 def assumptions(model: dict, seeds_from: str) -> list[str]:
     t = model["training"]
     return [f"model fitted on {model['cores']} cores ({model['measured']}); cluster cores as fast as those",
             f"{100 * RESERVE:.0f}% of each node's memory left to the OS and MPI",
             "partition time: one core per rank, the per-core work measured here, communication as measured "
-            "here (not measured beyond 2 cores); a rough guide: 11% low to 29% high on the 1M-node graph left out "
-            "of the fit at 1-2 ranks",
+            f"here (not measured beyond {model['cores']} cores); a rough guide: {_span(model)} on the graph "
+            "left out of the fit",
             f"epoch: batches of {t['batch_size']} seeds, fanouts {t['fanouts']}, steps as fast as with "
             f"{t['trainers']} trainers here (CPU, shared memory); a network's remote gathers are slower",
             f"training seeds: {seeds_from}",
