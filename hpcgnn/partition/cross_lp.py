@@ -50,7 +50,7 @@ import numpy as np
 from .. import _ext
 from ..comm.agree import agreed
 from ..comm.alltoall import alltoallv, alltoallv_consume, query
-from ..comm.collectives import all_sum
+from ..comm.collectives import all_max, all_sum
 from ..comm.ghosts import Ghosts
 from ..errors import InputError
 from .arrays import stable_argsort
@@ -62,7 +62,8 @@ from .arrays import stable_argsort
 #: with random ids 4 slices left 9970 clusters at 2 ranks and 13682 at 8.  On the 2M-node
 #: graph 1.5 per rank still left 1.15-1.21x the 2-rank count at 4 ranks; 3 per rank
 #: keeps it within 0.94-1.05x at 4-32 ranks.  Two ranks keep 4 slices: more slices there
-#: cut worse on small planted communities (test_partition_coarsen).
+#: cut worse on small planted communities (test_partition_coarsen).  Never more slices
+#: than the most blocks a rank holds.
 CHUNKS = 4
 CHUNKS_PER_RANK = 3
 #: First rounds in which a vertex joins only a cluster whose hash is above its own
@@ -281,13 +282,17 @@ def cross_lp_clusters(comm, vtxdist, xadj, adjncy, w0, bound: int, seed: int, ro
     ctx["own_w"] = ctx["w0"].copy()         # every vertex starts as its own cluster
     rng = np.random.default_rng([int(seed) % 2**32, rank])
     nb, N, done = -(-n // BLOCK), int(vtxdist[-1]), 0
-    chunks = max(CHUNKS, CHUNKS_PER_RANK * size - 2)
+    # no more slices than the most blocks a rank holds: beyond that every rank's slice is
+    # empty and only its exchanges would run (200k nodes at 32 ranks: 25 blocks, 94
+    # slices); the owners' order of service still turns as with every slice run
+    turns = max(CHUNKS, CHUNKS_PER_RANK * size - 2)
+    chunks = min(turns, max(1, all_max(comm, nb)))
     for r in range(max(1, rounds)):
         moves = 0
         ctx["cache"] = WeightCache()        # read again each round
         for k, blocks in enumerate(np.array_split(rng.permutation(nb).astype(np.int64), chunks)):
             moves += _slice(comm, vtxdist, lo, n, ctx, blocks, int(seed) * 1000003 + 97 * r,
-                            (r * chunks + k) % size, counters, up=r < UP_ROUNDS)
+                            (r * turns + k) % size, counters, up=r < UP_ROUNDS)
         done = r + 1
         if all_sum(comm, moves) * 1000 < N:
             break

@@ -29,7 +29,7 @@ def _graph(n=6000, deg=12, blocks=60, seed=5):
 
 def _clusters(c, xadj_all, adj_all, w_all, bound, seed=0, rounds=8):
     """Clusters of this rank's block under ``c``: ``(vtxdist, lo, hi, xadj, adj (table
-    indices), ghosts, label, cdist, work)``."""
+    indices), ghosts, label, cdist, work, rounds run)``."""
     n, R, r = len(xadj_all) - 1, c.Get_size(), c.Get_rank()
     vtxdist = np.array([n * i // R for i in range(R + 1)], dtype=np.int64)
     lo, hi = int(vtxdist[r]), int(vtxdist[r + 1])
@@ -38,9 +38,9 @@ def _clusters(c, xadj_all, adj_all, w_all, bound, seed=0, rounds=8):
     gh = Ghosts(c, vtxdist, adj)
     gh.to_local(adj)
     work = {}
-    label, cdist, _ = cross_lp_clusters(c, vtxdist, xadj, adj, w_all[lo:hi], bound, seed, rounds, gh,
-                                        counters=work)
-    return vtxdist, lo, hi, xadj, adj, gh, label, cdist, work
+    label, cdist, done = cross_lp_clusters(c, vtxdist, xadj, adj, w_all[lo:hi], bound, seed, rounds, gh,
+                                           counters=work)
+    return vtxdist, lo, hi, xadj, adj, gh, label, cdist, work, done
 
 
 @pytest.mark.mpi
@@ -50,7 +50,7 @@ def test_clusters_span_ranks_keep_the_bound_and_do_not_follow_the_rank_count():
     n = len(xadj_all) - 1
     w_all = 1 + np.arange(n, dtype=np.int64) % 3
     bound = 60
-    vtxdist, lo, hi, _, _, _, label, cdist, work = _clusters(comm, xadj_all, adj_all, w_all, bound)
+    vtxdist, lo, hi, _, _, _, label, cdist, work, _ = _clusters(comm, xadj_all, adj_all, w_all, bound)
     glab = np.concatenate(comm.allgather(label))
     K = int(cdist[-1])
     weight = np.bincount(glab, weights=w_all, minlength=K)
@@ -98,10 +98,24 @@ def test_values_sent_count_only_what_leaves_the_rank():
     xin = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src[inside], minlength=n), out=xin[1:])
     for xa, aa, crossing in ((xadj_all, adj_all, R > 1), (xin, adj_all[inside], False)):
-        *_, gh, _, _, work = _clusters(comm, xa, aa, w_all, 60)
+        *_, gh, _, _, work, _ = _clusters(comm, xa, aa, w_all, 60)
         parts = sum(work.get(k, 0) for k in ("sent_weights", "sent_grants", "sent_labels", "sent_contraction"))
         assert work.get("values_sent", 0) == parts and work.get("full_exchange_values", 0) == len(gh.send_idx)
         assert (comm.allreduce(work.get("values_sent", 0)) > 0) == crossing, (work, crossing)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_no_more_slices_than_blocks():
+    """A round runs no more slices (each a fixed number of exchanges) than the most
+    blocks a rank holds: at 4 ranks of 1500 nodes, 6 blocks, not 3 per rank less 2."""
+    xadj_all, adj_all = _graph()
+    *_, work, done = _clusters(comm, xadj_all, adj_all, np.ones(len(xadj_all) - 1, dtype=np.int64), 60)
+    nb = -(-(len(xadj_all) - 1) // comm.Get_size() // cross_lp.BLOCK)
+    per_slice, outside = 7, 3          # a slice's exchanges; the first labels and the numbering
+    if comm.Get_size() > 1:
+        assert work["exchanges"] <= outside + per_slice * done * (nb + 1), (work, done, nb)
+        assert work["exchanges"] >= outside + per_slice * done * min(cross_lp.CHUNKS, nb), (work, done, nb)
 
 
 @pytest.mark.mpi
@@ -123,7 +137,7 @@ def test_the_cluster_graph_is_the_whole_graph_contracted():
     n = len(xadj_all) - 1
     w_all = np.ones(n, dtype=np.int64)
     mask_all = (np.arange(n) % 7 == 0).astype(np.int64)
-    vtxdist, lo, hi, xadj, adj, gh, label, cdist, _ = _clusters(comm, xadj_all, adj_all, w_all, 50)
+    vtxdist, lo, hi, xadj, adj, gh, label, cdist, _, _ = _clusters(comm, xadj_all, adj_all, w_all, 50)
     cx, ca, cw, cv = contract_across(comm, cdist, xadj, adj, label, gh, [w_all[lo:hi], mask_all[lo:hi]])
     r, K = comm.Get_rank(), int(cdist[-1])
     assert len(cx) == cdist[r + 1] - cdist[r] + 1 and cv.shape == (len(cx) - 1, 2)
