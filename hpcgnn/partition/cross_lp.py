@@ -8,11 +8,11 @@ may join any neighbour's cluster:
 * A cluster is named by a global vertex id (each vertex starts as its own cluster)
   and is owned by the rank owning that vertex; the owner keeps its weight.
 * Each round visits this rank's vertex blocks (256 consecutive vertices) in a seeded
-  random order, in slices (more, the more ranks: ``CHUNKS``).  Per slice: the
-  weights of the clusters the slice's vertices and their neighbours are in are read
-  from their owners, but for this rank's own clusters and light clusters whose weight
-  the rank learnt earlier in the round (:class:`WeightCache`; so a round reads about
-  as many as the rank has edges, not its whole view once per slice); the
+  random order, in slices (more, the more ranks, up to one per block: ``CHUNKS``).
+  Per slice: the weights of the clusters the slice's vertices and their neighbours are
+  in are read from their owners, but for this rank's own clusters and light clusters
+  whose weight the rank learnt earlier in the round (:class:`WeightCache`; so a round
+  reads about as many as the rank has edges, not its whole view once per slice); the
   compiled sweep (``_ext.lp_sweep``) moves vertices to the neighbouring cluster with
   the most edge weight to them while its weight plus this rank's arrivals stays
   within the bound; each rank sends its arrivals per cluster to the owner, which
@@ -350,8 +350,9 @@ def contract_across(comm, cdist, xadj, adjncy, label, ghosts: Ghosts, weights, a
     del tab, members
     rows = np.repeat(own_u, np.diff(cx))
     u_owner = owner_of(cdist, own_u)
-    _count(counters, sent_contraction=3 * _leaving(comm, np.repeat(u_owner, np.diff(cx)))
-           + (1 + len(weights)) * _leaving(comm, u_owner), exchanges=2)
+    away = u_owner != rank                                   # rows and weights of clusters other ranks own
+    _count(counters, sent_contraction=3 * int(np.diff(cx)[away].sum()) + (1 + len(weights)) * int(away.sum()),
+           exchanges=2)
     rows, cols, wgt = alltoallv_consume(comm, [rows, names[ca], cw], lambda r: owner_of(cdist, r))
     del ca, cw
     c_lo, kc = int(cdist[rank]), int(cdist[rank + 1] - cdist[rank])
