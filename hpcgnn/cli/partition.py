@@ -62,8 +62,9 @@ def _coarse(info: dict) -> dict:
     """The graph ParMETIS partitioned after ``--coarsen lp`` (none without it): its
     vertices and adjacency entries, the clustering's levels with their sizes, and each
     rank's work clustering across rank blocks (adjacency entries scanned, values sent to
-    other ranks and their parts, exchanges; lists in rank order: docs/partitioning.md), and the start from id ranges: its cut before
-    refining (edges counted from both ends) and whether it was kept."""
+    other ranks and their parts, exchanges; lists in rank order: docs/partitioning.md),
+    and the start from id ranges: its cut before refining (edges counted from both ends)
+    and whether it was kept."""
     if not info:
         return {}
     return {"coarse_nodes": info["clusters"], "coarse_edges": info["cluster_edges"],

@@ -280,8 +280,9 @@ def coarsened_parts(comm, vtxdist, xadj, adjncy, weights: list[np.ndarray], npar
     t0 = time.perf_counter()
     adjncy = np.require(adjncy, np.int64, ["C", "W"])     # rewritten in place: a copy if read-only
     clock = {"lp": 0.0, "contract": 0.0}
+    # this rank's work clustering across rank blocks (cross_lp's counters)
     work = dict.fromkeys(("edges_scanned", "values_sent", "sent_weights", "sent_grants", "sent_labels",
-                          "sent_contraction", "full_exchange_values", "exchanges", "moves_rejected"), 0)  # across blocks
+                          "sent_contraction", "full_exchange_values", "exchanges", "moves_rejected"), 0)
     levels, sizes, restore = [], [], []
     nedge = all_sum(comm, len(adjncy))
     try:
